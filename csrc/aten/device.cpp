@@ -1,0 +1,167 @@
+#include "aten/device.h"
+
+#include <ATen/ATen.h>
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
+#include <atomic>
+#include <mutex>
+
+#include "eager/runtime.h"
+
+namespace torchtpu::aten {
+
+namespace {
+
+thread_local c10::DeviceIndex current_device = 0;
+
+c10::DeviceIndex device_count() {
+  return eager::Runtime::initialized() ? static_cast<c10::DeviceIndex>(eager::Runtime::get().num_devices()) : 0;
+}
+
+void delete_storage_value(void* ctx) { delete static_cast<eager::StorageValue*>(ctx); }
+
+// Hands out unique fake addresses so data_ptr() differs per storage.
+class TpuAllocator final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(size_t nbytes) override {
+    c10::DeviceIndex dev = current_device;
+    auto* value = new eager::StorageValue(static_cast<int64_t>(nbytes), dev);
+    uint64_t span = (static_cast<uint64_t>(nbytes) + 255) & ~uint64_t{255};
+    uint64_t addr = next_.fetch_add(span + 256);
+    return {reinterpret_cast<void*>(addr), value, &delete_storage_value,
+            c10::Device(c10::DeviceType::PrivateUse1, dev)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    TORCH_CHECK(false, "tpu storages cannot be copied by address; copy the tensors instead");
+  }
+
+ private:
+  std::atomic<uint64_t> next_{uint64_t{1} << 44};
+};
+
+TpuAllocator allocator;
+
+struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
+  c10::DeviceType type() const override { return c10::DeviceType::PrivateUse1; }
+  c10::Device exchangeDevice(c10::Device d) const override {
+    c10::Device old = getDevice();
+    setDevice(d);
+    return old;
+  }
+  c10::Device getDevice() const override { return c10::Device(c10::DeviceType::PrivateUse1, current_device); }
+  void setDevice(c10::Device d) const override {
+    TORCH_CHECK(d.index() < device_count(), "tpu device index ", int(d.index()), " out of range (",
+                int(device_count()), " devices)");
+    if (d.index() >= 0) current_device = d.index();
+  }
+  void uncheckedSetDevice(c10::Device d) const noexcept override {
+    if (d.index() >= 0) current_device = d.index();
+  }
+  c10::Stream getStream(c10::Device d) const override { return c10::Stream(c10::Stream::DEFAULT, d); }
+  c10::Stream exchangeStream(c10::Stream s) const override { return c10::Stream(c10::Stream::DEFAULT, s.device()); }
+  c10::DeviceIndex deviceCount() const noexcept override { return device_count(); }
+  void synchronizeDevice(const c10::DeviceIndex) const override { eager::Runtime::get().synchronize(); }
+  // Events order nothing beyond program order on one stream.
+  void record(void**, const c10::Stream&, const c10::DeviceIndex, const c10::EventFlag) const override {}
+  void block(void*, const c10::Stream&) const override {}
+  bool queryEvent(void*) const override { return true; }
+  void destroyEvent(void*, const c10::DeviceIndex) const noexcept override {}
+};
+
+C10_REGISTER_GUARD_IMPL(PrivateUse1, TpuGuardImpl);
+
+struct TpuHooks final : public at::PrivateUse1HooksInterface {
+  bool isBuilt() const override { return true; }
+  bool isAvailable() const override { return device_count() > 0; }
+  bool hasPrimaryContext(c10::DeviceIndex) const override { return true; }
+  c10::DeviceIndex deviceCount() const override { return device_count(); }
+  c10::DeviceIndex getCurrentDevice() const override { return current_device; }
+  void setCurrentDevice(c10::DeviceIndex d) const override { current_device = d; }
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex d) const override { return default_generator(d); }
+  at::Generator getNewGenerator(c10::DeviceIndex d) const override {
+    return at::make_generator<TpuGenerator>(d < 0 ? current_device : d);
+  }
+  at::Device getDeviceFromPtr(void*) const override { return c10::Device(c10::DeviceType::PrivateUse1, current_device); }
+  void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
+    TORCH_CHECK(false, "resizing a tpu storage in place is not supported");
+  }
+};
+
+uint64_t mix64(uint64_t x) {
+  x ^= x >> 33; x *= 0xFF51AFD7ED558CCDULL;
+  x ^= x >> 33; x *= 0xC4CEB9FE1A85EC53ULL;
+  x ^= x >> 33;
+  return x;
+}
+
+}  // namespace
+
+c10::Allocator* device_allocator() { return &allocator; }
+
+TpuGenerator::TpuGenerator(c10::DeviceIndex device, uint64_t seed)
+    : c10::GeneratorImpl(c10::Device(c10::DeviceType::PrivateUse1, device),
+                         c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
+      seed_(seed) {}
+
+void TpuGenerator::set_current_seed(uint64_t seed) {
+  seed_ = seed;
+  offset_ = 0;
+}
+
+uint64_t TpuGenerator::seed() {
+  uint64_t s = c10::detail::getNonDeterministicRandom();
+  set_current_seed(s);
+  return s;
+}
+
+void TpuGenerator::set_state(const c10::TensorImpl& new_state) {
+  TORCH_CHECK(new_state.numel() == 16 && new_state.dtype() == caffe2::TypeMeta::Make<uint8_t>(),
+              "tpu generator state must be a uint8 tensor of 16 bytes, got ", new_state.numel(), " elements");
+  const uint8_t* p = static_cast<const uint8_t*>(new_state.data());
+  std::memcpy(&seed_, p, 8);
+  std::memcpy(&offset_, p + 8, 8);
+}
+
+c10::intrusive_ptr<c10::TensorImpl> TpuGenerator::get_state() const {
+  at::Tensor t = at::empty({16}, at::kByte);
+  std::memcpy(t.data_ptr(), &seed_, 8);
+  std::memcpy(static_cast<uint8_t*>(t.data_ptr()) + 8, &offset_, 8);
+  return t.getIntrusivePtr();
+}
+
+TpuGenerator* TpuGenerator::clone_impl() const {
+  auto* g = new TpuGenerator(device().index(), seed_);
+  g->offset_ = offset_;
+  return g;
+}
+
+std::pair<uint32_t, uint32_t> TpuGenerator::next_keys() {
+  uint64_t h = mix64(seed_ ^ mix64(offset_ + 0x9E3779B97F4A7C15ULL));
+  ++offset_;
+  return {static_cast<uint32_t>(h), static_cast<uint32_t>(h >> 32)};
+}
+
+const at::Generator& default_generator(c10::DeviceIndex device) {
+  static std::once_flag once;
+  static std::vector<at::Generator> gens;
+  std::call_once(once, [] {
+    for (c10::DeviceIndex i = 0; i < std::max<c10::DeviceIndex>(device_count(), 1); ++i)
+      gens.push_back(at::make_generator<TpuGenerator>(i));
+  });
+  if (device < 0) device = current_device;
+  TORCH_CHECK(device < static_cast<c10::DeviceIndex>(gens.size()), "tpu device index ", int(device), " out of range");
+  return gens[device];
+}
+
+void register_device() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    c10::SetAllocator(c10::DeviceType::PrivateUse1, &allocator);
+    static TpuHooks hooks;
+    at::RegisterPrivateUse1HooksInterface(&hooks);
+  });
+}
+
+}  // namespace torchtpu::aten

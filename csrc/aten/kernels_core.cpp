@@ -1,0 +1,221 @@
+// Core kernels: factories, copies between devices and dtypes, fill, resize,
+// scalar reads, and the metadata-only view kernels.
+#include <ATen/native/Resize.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_native.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include "aten/tensor_ir.h"
+
+namespace torchtpu::aten {
+namespace {
+
+c10::DeviceIndex index_of(std::optional<at::Device> d) {
+  if (d && d->has_index()) return d->index();
+  return c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1)->getDevice().index();
+}
+
+at::Tensor empty_memory_format(at::IntArrayRef size, std::optional<at::ScalarType> dtype,
+                               std::optional<at::Layout> layout, std::optional<at::Device> device,
+                               std::optional<bool> pin_memory, std::optional<at::MemoryFormat> memory_format) {
+  TPU_COUNT("aten::empty.memory_format");
+  TORCH_CHECK(!layout || *layout == at::kStrided, "tpu supports only strided tensors, got layout ", *layout);
+  at::ScalarType st = dtype.value_or(at::get_default_dtype_as_scalartype());
+  c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, index_of(device)));
+  to_ir(st);
+  return at::detail::empty_generic(size, device_allocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), st,
+                                   memory_format);
+}
+
+at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride, std::optional<at::ScalarType> dtype,
+                         std::optional<at::Layout> layout, std::optional<at::Device> device,
+                         std::optional<bool> pin_memory) {
+  TPU_COUNT("aten::empty_strided");
+  at::ScalarType st = dtype.value_or(at::get_default_dtype_as_scalartype());
+  c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, index_of(device)));
+  to_ir(st);
+  return at::detail::empty_strided_generic(size, stride, device_allocator(),
+                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), st);
+}
+
+// True when `t` is exactly its whole storage, densely, as written.
+bool covers_storage(const at::Tensor& t) {
+  eager::StorageValue* s = storage_value(t);
+  return t.storage_offset() == 0 && t.is_contiguous() &&
+         t.numel() * static_cast<int64_t>(t.element_size()) == s->nbytes();
+}
+
+// Device tensor -> new contiguous CPU tensor of the same dtype.
+at::Tensor to_cpu(const at::Tensor& src) {
+  at::Tensor dense = src;
+  if (!covers_storage(src) || !storage_value(src)->buffer() ||
+      storage_value(src)->dtype() != to_ir(src.scalar_type())) {
+    Kernel k("aten::_copy_from", src);
+    dense = k.out(k.in(src), src.scalar_type());
+    k.run();
+  }
+  at::Tensor cpu = at::empty(src.sizes(), src.options().device(at::kCPU));
+  if (cpu.numel() == 0) return cpu;
+  eager::Runtime::get().download(*storage_value(dense)->buffer(), cpu.data_ptr(),
+                                 cpu.numel() * static_cast<int64_t>(cpu.element_size()));
+  return cpu;
+}
+
+// CPU tensor -> `dst` on the device (any view, any dtype).
+void from_cpu(const at::Tensor& src, const at::Tensor& dst) {
+  at::Tensor host = src.to(dst.scalar_type()).contiguous();
+  if (host.sizes() != dst.sizes()) host = host.expand(dst.sizes()).contiguous();
+  eager::Runtime& rt = eager::Runtime::get();
+  DType dt = to_ir(dst.scalar_type());
+  pjrt::BufferPtr buf = rt.upload(host.data_ptr(), dt, {host.numel()}, dst.device().index());
+  if (covers_storage(dst)) {
+    storage_value(dst)->set(std::move(buf), dt);
+    return;
+  }
+  at::Tensor staged = empty_device({host.numel()}, dst.scalar_type(), dst.device().index());
+  storage_value(staged)->set(std::move(buf), dt);
+  Kernel k("aten::_copy_from", dst);
+  k.into(dst, k.b().reshape(k.in(staged), to_dims(dst.sizes())));
+  k.run();
+}
+
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  TPU_COUNT("aten::_copy_from");
+  if (self.numel() == 0) return dst;
+  bool src_dev = self.device().is_privateuseone(), dst_dev = dst.device().is_privateuseone();
+  if (src_dev && dst_dev && self.device() == dst.device()) {
+    Kernel k("aten::_copy_from", dst);
+    k.into(dst, k.in(self, dst.scalar_type()));
+    k.run();
+  } else if (src_dev && !dst_dev) {
+    dst.copy_(to_cpu(self));
+  } else if (!src_dev && dst_dev) {
+    from_cpu(self, dst);
+  } else {
+    from_cpu(to_cpu(self), dst);
+  }
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  TPU_COUNT("aten::_copy_from_and_resize");
+  if (dst.sizes() != self.sizes()) dst.resize_(self.sizes());
+  return copy_from(self, dst, false);
+}
+
+at::Scalar local_scalar_dense(const at::Tensor& self) {
+  TPU_COUNT("aten::_local_scalar_dense");
+  return to_cpu(self).item();
+}
+
+const at::Tensor& resize_(const at::Tensor& self, at::IntArrayRef size, std::optional<at::MemoryFormat> fmt) {
+  TPU_COUNT("aten::resize_");
+  auto* impl = self.unsafeGetTensorImpl();
+  int64_t numel = c10::multiply_integers(size);
+  int64_t needed = (numel + self.storage_offset()) * static_cast<int64_t>(self.element_size());
+  eager::StorageValue* old = storage_value(self);
+  if (needed > old->nbytes()) {
+    // A larger storage keeps the old contents at its start, as PyTorch does.
+    c10::DeviceGuard guard(self.device());
+    c10::DataPtr fresh = device_allocator()->allocate(needed);
+    auto* fresh_value = static_cast<eager::StorageValue*>(fresh.get_context());
+    if (old->buffer()) {
+      DType dt = to_ir(self.scalar_type());
+      eager::OpGraph og("aten::resize_", self.device().index());
+      ir::Value flat = og.read_flat(old, dt);
+      int64_t n_new = fresh_value->numel(dt), n_old = og.b().dims(flat)[0];
+      ir::Value grown = og.b().pad(flat, og.b().constant(dt, 0), {0}, {n_new - n_old});
+      og.write(fresh_value, dt, ops::ViewMeta{{n_new}, {1}, 0}, grown);
+      og.run();
+    }
+    self.storage().set_data_ptr_noswap(std::move(fresh));
+    self.storage().set_nbytes(needed);
+  }
+  impl->set_sizes_contiguous(size);
+  if (fmt && *fmt != at::MemoryFormat::Contiguous) impl->empty_tensor_restride(*fmt);
+  return self;
+}
+
+at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
+  TPU_COUNT("aten::fill_.Scalar");
+  if (self.numel() == 0) return self;
+  Kernel k("aten::fill_", self);
+  k.into(self, k.scalar(value, self.scalar_type()));
+  k.run();
+  return self;
+}
+
+at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
+  TPU_COUNT("aten::fill_.Tensor");
+  TORCH_CHECK(value.dim() == 0, "fill_ only supports 0-dimension value tensor but got tensor with ", value.dim(),
+              " dimensions.");
+  if (self.numel() == 0) return self;
+  Kernel k("aten::fill_", self);
+  k.into(self, k.in(value, self.scalar_type()));
+  k.run();
+  return self;
+}
+
+at::Tensor& zero_(at::Tensor& self) {
+  TPU_COUNT("aten::zero_");
+  if (self.numel() == 0) return self;
+  Kernel k("aten::zero_", self);
+  k.into(self, k.b().constant(to_ir(self.scalar_type()), 0, to_dims(self.sizes())));
+  k.run();
+  return self;
+}
+
+at::Tensor view(const at::Tensor& self, at::IntArrayRef size) { return at::native::view(self, size); }
+at::Tensor as_strided(const at::Tensor& self, at::IntArrayRef size, at::IntArrayRef stride,
+                      std::optional<int64_t> offset) {
+  return at::native::as_strided_tensorimpl(self, size, stride, offset);
+}
+at::Tensor reshape_alias(const at::Tensor& self, at::IntArrayRef size, at::IntArrayRef stride) {
+  return at::native::_reshape_alias(self, size, stride);
+}
+at::Tensor unfold(const at::Tensor& self, int64_t dim, int64_t size, int64_t step) {
+  return at::native::unfold(self, dim, size, step);
+}
+
+at::Tensor& set_source_storage(at::Tensor& self, at::Storage source, int64_t offset, at::IntArrayRef size,
+                               at::IntArrayRef stride) {
+  TORCH_CHECK(source.device().is_privateuseone(), "set_: expected a tpu storage, got one on ", source.device());
+  self.unsafeGetTensorImpl()->set_storage_keep_dtype(std::move(source));
+  self.unsafeGetTensorImpl()->set_sizes_and_strides(size, stride, offset);
+  return self;
+}
+
+at::Tensor& set_storage(at::Tensor& self, at::Storage source) {
+  int64_t n = static_cast<int64_t>(source.nbytes() / self.element_size());
+  return set_source_storage(self, std::move(source), 0, {n}, {1});
+}
+
+at::Tensor& set_tensor(at::Tensor& self, const at::Tensor& src) {
+  return set_source_storage(self, src.storage(), src.storage_offset(), src.sizes(), src.strides());
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
+  m.impl("empty_strided", TORCH_FN(empty_strided));
+  m.impl("_copy_from", TORCH_FN(copy_from));
+  m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
+  m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
+  m.impl("resize_", TORCH_FN(resize_));
+  m.impl("fill_.Scalar", TORCH_FN(fill_scalar));
+  m.impl("fill_.Tensor", TORCH_FN(fill_tensor));
+  m.impl("zero_", TORCH_FN(zero_));
+  m.impl("view", TORCH_FN(view));
+  m.impl("as_strided", TORCH_FN(as_strided));
+  m.impl("_reshape_alias", TORCH_FN(reshape_alias));
+  m.impl("unfold", TORCH_FN(unfold));
+  m.impl("set_.source_Storage_storage_offset", TORCH_FN(set_source_storage));
+  m.impl("set_.source_Storage", TORCH_FN(set_storage));
+  m.impl("set_.source_Tensor", TORCH_FN(set_tensor));
+}
+
+}  // namespace torchtpu::aten

@@ -1,0 +1,736 @@
+// Matrix products, concatenation, indexing (index, index_put, index_select,
+// gather, scatter), embedding backward, nll_loss, triangular masks, arange,
+// and random ops (uniform, normal, bernoulli, dropout).
+#include <ATen/WrapDimUtils.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include "aten/device.h"
+#include "aten/tensor_ir.h"
+#include "ops/random.h"
+
+namespace torchtpu::aten {
+namespace {
+
+using ops::Cmp;
+
+// ---- matrix products ------------------------------------------------------------
+
+at::ScalarType matmul_type(const char* op, const at::Tensor& a, const at::Tensor& b) {
+  TORCH_CHECK(a.scalar_type() == b.scalar_type(), "expected m1 and m2 to have the same dtype, but got: ",
+              a.scalar_type(), " != ", b.scalar_type());
+  return a.scalar_type();
+}
+
+Value mm_value(Kernel& k, const at::Tensor& a, const at::Tensor& b) {
+  TORCH_CHECK(a.dim() == 2 && b.dim() == 2, k.op(), ": expected 2-D tensors, got ", a.dim(), "-D and ", b.dim(), "-D");
+  TORCH_CHECK(a.size(1) == b.size(0), "mat1 and mat2 shapes cannot be multiplied (", a.size(0), "x", a.size(1),
+              " and ", b.size(0), "x", b.size(1), ")");
+  at::ScalarType t = matmul_type(k.op(), a, b);
+  return k.b().dot_general(k.in(a), k.in(b), {}, {}, {1}, {0}, to_ir(t));
+}
+
+at::Tensor mm(const at::Tensor& a, const at::Tensor& b) {
+  TPU_COUNT("aten::mm");
+  check_same_device("aten::mm", a.device(), {&b});
+  Kernel k("aten::mm", a);
+  at::Tensor out = k.out(mm_value(k, a, b), a.scalar_type());
+  k.run();
+  return out;
+}
+at::Tensor& mm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
+  TPU_COUNT("aten::mm.out");
+  Kernel k("aten::mm.out", a);
+  k.into_resized(out, mm_value(k, a, b));
+  k.run();
+  return out;
+}
+
+Value bmm_value(Kernel& k, const at::Tensor& a, const at::Tensor& b) {
+  TORCH_CHECK(a.dim() == 3 && b.dim() == 3, "batch1 and batch2 must be 3D tensors");
+  TORCH_CHECK(a.size(0) == b.size(0) && a.size(2) == b.size(1), "Expected size for first two dimensions of batch2 "
+              "tensor to be: [", a.size(0), ", ", a.size(2), "] but got: [", b.size(0), ", ", b.size(1), "].");
+  at::ScalarType t = matmul_type(k.op(), a, b);
+  return k.b().dot_general(k.in(a), k.in(b), {0}, {0}, {2}, {1}, to_ir(t));
+}
+at::Tensor bmm(const at::Tensor& a, const at::Tensor& b) {
+  TPU_COUNT("aten::bmm");
+  check_same_device("aten::bmm", a.device(), {&b});
+  Kernel k("aten::bmm", a);
+  at::Tensor out = k.out(bmm_value(k, a, b), a.scalar_type());
+  k.run();
+  return out;
+}
+at::Tensor& bmm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
+  Kernel k("aten::bmm.out", a);
+  k.into_resized(out, bmm_value(k, a, b));
+  k.run();
+  return out;
+}
+
+bool is_one(const at::Scalar& s) { return s.isIntegral(true) ? s.toLong() == 1 : s.toDouble() == 1.0; }
+
+Value addmm_value(Kernel& k, const at::Tensor& bias, const at::Tensor& a, const at::Tensor& b, const at::Scalar& beta,
+                  const at::Scalar& alpha) {
+  Builder& bb = k.b();
+  at::ScalarType t = a.scalar_type();
+  Value p = mm_value(k, a, b);
+  if (!is_one(alpha)) p = bb.mul(p, bb.broadcast_to(k.scalar(alpha, t), bb.dims(p)));
+  bool beta_zero = beta.isIntegral(true) ? beta.toLong() == 0 : beta.toDouble() == 0.0;
+  if (beta_zero) return p;
+  Value c = bb.broadcast_to(k.in(bias, t), bb.dims(p));
+  if (!is_one(beta)) c = bb.mul(c, bb.broadcast_to(k.scalar(beta, t), bb.dims(c)));
+  return bb.add(c, p);
+}
+at::Tensor addmm(const at::Tensor& bias, const at::Tensor& a, const at::Tensor& b, const at::Scalar& beta,
+                 const at::Scalar& alpha) {
+  TPU_COUNT("aten::addmm");
+  check_same_device("aten::addmm", a.device(), {&b, &bias});
+  Kernel k("aten::addmm", a);
+  at::Tensor out = k.out(addmm_value(k, bias, a, b, beta, alpha), a.scalar_type());
+  k.run();
+  return out;
+}
+at::Tensor& addmm_out(const at::Tensor& bias, const at::Tensor& a, const at::Tensor& b, const at::Scalar& beta,
+                      const at::Scalar& alpha, at::Tensor& out) {
+  TPU_COUNT("aten::addmm.out");
+  Kernel k("aten::addmm.out", a);
+  k.into_resized(out, addmm_value(k, bias, a, b, beta, alpha));
+  k.run();
+  return out;
+}
+at::Tensor& addmm_(at::Tensor& self, const at::Tensor& a, const at::Tensor& b, const at::Scalar& beta,
+                   const at::Scalar& alpha) {
+  TPU_COUNT("aten::addmm_");
+  Kernel k("aten::addmm_", a);
+  k.into(self, addmm_value(k, self, a, b, beta, alpha));
+  k.run();
+  return self;
+}
+
+at::Tensor dot(const at::Tensor& a, const at::Tensor& b) {
+  TPU_COUNT("aten::dot");
+  TORCH_CHECK(a.dim() == 1 && b.dim() == 1, "1D tensors expected, but got ", a.dim(), "D and ", b.dim(), "D tensors");
+  TORCH_CHECK(a.size(0) == b.size(0), "inconsistent tensor size, expected tensor [", a.size(0),
+              "] and src [", b.size(0), "] to have the same number of elements, but got ", a.size(0), " and ",
+              b.size(0), " elements respectively");
+  Kernel k("aten::dot", a);
+  at::ScalarType t = matmul_type("aten::dot", a, b);
+  at::Tensor out = k.out(k.b().dot_general(k.in(a), k.in(b), {}, {}, {0}, {0}, to_ir(t)), t);
+  k.run();
+  return out;
+}
+at::Tensor mv(const at::Tensor& a, const at::Tensor& v) {
+  TPU_COUNT("aten::mv");
+  TORCH_CHECK(a.dim() == 2 && v.dim() == 1 && a.size(1) == v.size(0), "size mismatch, got input (", a.size(0),
+              "), mat (", a.sizes(), "), vec (", v.sizes(), ")");
+  Kernel k("aten::mv", a);
+  at::ScalarType t = matmul_type("aten::mv", a, v);
+  at::Tensor out = k.out(k.b().dot_general(k.in(a), k.in(v), {}, {}, {1}, {0}, to_ir(t)), t);
+  k.run();
+  return out;
+}
+
+// ---- concatenation ------------------------------------------------------------------
+
+at::Tensor cat_impl(const at::ITensorListRef& tensors, int64_t dim, const at::Tensor* out) {
+  std::vector<at::Tensor> ts;
+  const at::Tensor* ref = nullptr;
+  for (const at::Tensor& t : tensors) ts.push_back(t);
+  TORCH_CHECK(!ts.empty(), "torch.cat(): expected a non-empty list of Tensors");
+  at::ScalarType rt = ts[0].scalar_type();
+  for (const at::Tensor& t : ts) rt = at::promote_types(rt, t.scalar_type());
+  std::vector<const at::Tensor*> used;
+  for (const at::Tensor& t : ts) {
+    // Legacy behavior: 1-D empty tensors are skipped.
+    if (t.dim() == 1 && t.numel() == 0) continue;
+    used.push_back(&t);
+    if (!ref) ref = &t;
+  }
+  if (!ref) ref = &ts[0];
+  int64_t w = at::maybe_wrap_dim(dim, ref->dim());
+  for (const at::Tensor* t : used) {
+    TORCH_CHECK(t->dim() == ref->dim(), "Tensors must have same number of dimensions: got ", ref->dim(), " and ",
+                t->dim());
+    for (int64_t i = 0; i < t->dim(); ++i)
+      TORCH_CHECK(i == w || t->size(i) == ref->size(i), "Sizes of tensors must match except in dimension ", w,
+                  ". Expected size ", ref->size(i), " but got size ", t->size(i), " for tensor number ",
+                  &*t - &ts[0], " in the list.");
+    check_same_device("aten::cat", ref->device(), {t});
+  }
+  Kernel k("aten::cat", out ? out->device() : ref->device());
+  std::vector<Value> vs;
+  for (const at::Tensor* t : used) vs.push_back(k.in(*t, rt));
+  Value r = vs.empty() ? k.in(*ref, rt) : k.b().concatenate(vs, w);
+  at::Tensor result;
+  if (out) {
+    k.into_resized(*out, r);
+    result = *out;
+  } else {
+    result = k.out(r, rt);
+  }
+  k.run();
+  return result;
+}
+at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
+  TPU_COUNT("aten::cat");
+  return cat_impl(tensors, dim, nullptr);
+}
+at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& out) {
+  TPU_COUNT("aten::cat.out");
+  cat_impl(tensors, dim, &out);
+  return out;
+}
+
+// ---- advanced indexing ------------------------------------------------------------------
+
+// Index tensors (bool masks expanded to long on the host, as CUDA does).
+std::vector<at::Tensor> expand_indices(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices) {
+  std::vector<at::Tensor> out;
+  for (const std::optional<at::Tensor>& oi : indices) {
+    at::Tensor i = oi.has_value() ? *oi : at::Tensor();
+    if (i.defined() && (i.scalar_type() == at::kBool || i.scalar_type() == at::kByte)) {
+      at::Tensor nz = i.to(at::kCPU).nonzero();
+      for (int64_t j = 0; j < i.dim(); ++j) out.push_back(nz.select(1, j).to(self.device()));
+    } else {
+      if (i.defined())
+        TORCH_CHECK_INDEX(at::isIntegralType(i.scalar_type(), false),
+                          "tensors used as indices must be long, int, byte or bool tensors");
+      out.push_back(i);
+    }
+  }
+  TORCH_CHECK_INDEX(static_cast<int64_t>(out.size()) <= self.dim(), "too many indices for tensor of dimension ",
+                    self.dim(), " (got ", out.size(), ")");
+  return out;
+}
+
+struct IndexPlan {
+  std::vector<int64_t> indexed;   // dims of self with an index, ascending
+  std::vector<int64_t> window;    // dims of self taken whole, ascending
+  std::vector<int64_t> offset_dims;  // where window dims sit in the result
+  ir::Dims result;
+  Value stacked;  // [B..., k] int64
+};
+
+IndexPlan plan_index(Kernel& k, const at::Tensor& self, const std::vector<at::Tensor>& idx) {
+  Builder& b = k.b();
+  IndexPlan p;
+  std::vector<Value> vals;
+  for (size_t d = 0; d < static_cast<size_t>(self.dim()); ++d) {
+    if (d < idx.size() && idx[d].defined()) {
+      p.indexed.push_back(static_cast<int64_t>(d));
+      check_same_device("aten::index", self.device(), {&idx[d]});
+      Value v = k.in(idx[d], at::kLong);
+      // Negative indices count from the end.
+      Value size = b.constant(DType::kS64, static_cast<double>(self.size(d)), b.dims(v));
+      v = b.select(b.compare(v, b.zeros_like(v), Cmp::kLT), b.add(v, size), v);
+      vals.push_back(v);
+    } else {
+      p.window.push_back(static_cast<int64_t>(d));
+    }
+  }
+  ir::Dims bshape;
+  for (Value v : vals) {
+    const ir::Dims& d = b.dims(v);
+    size_t n = std::max(bshape.size(), d.size());
+    ir::Dims out(n);
+    for (size_t i = 0; i < n; ++i) {
+      int64_t x = i < n - bshape.size() ? 1 : bshape[i - (n - bshape.size())];
+      int64_t y = i < n - d.size() ? 1 : d[i - (n - d.size())];
+      TORCH_CHECK_INDEX(x == y || x == 1 || y == 1, "shape mismatch: indexing tensors could not be broadcast together");
+      out[i] = x == 1 ? y : x;
+    }
+    bshape = out;
+  }
+  ir::Dims vec = bshape;
+  vec.push_back(1);
+  std::vector<Value> cols;
+  for (Value v : vals) cols.push_back(b.reshape(b.broadcast_to(v, bshape), vec));
+  p.stacked = b.concatenate(cols, static_cast<int64_t>(bshape.size()));
+  bool adjacent = p.indexed.back() - p.indexed.front() + 1 == static_cast<int64_t>(p.indexed.size());
+  const int64_t nb = static_cast<int64_t>(bshape.size());
+  if (adjacent) {
+    int64_t pos = 0;
+    for (int64_t d : p.window)
+      if (d < p.indexed.front()) {
+        p.offset_dims.push_back(pos++);
+        p.result.push_back(self.size(d));
+      }
+    for (int64_t s : bshape) p.result.push_back(s);
+    pos += nb;
+    for (int64_t d : p.window)
+      if (d > p.indexed.back()) {
+        p.offset_dims.push_back(pos++);
+        p.result.push_back(self.size(d));
+      }
+  } else {
+    p.result = bshape;
+    for (size_t i = 0; i < p.window.size(); ++i) {
+      p.offset_dims.push_back(nb + static_cast<int64_t>(i));
+      p.result.push_back(self.size(p.window[i]));
+    }
+  }
+  return p;
+}
+
+at::Tensor index_tensor(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices) {
+  TPU_COUNT("aten::index.Tensor");
+  std::vector<at::Tensor> idx = expand_indices(self, indices);
+  bool any = false;
+  for (const at::Tensor& i : idx) any |= i.defined();
+  if (!any) return self.clone();
+  Kernel k("aten::index", self);
+  IndexPlan p = plan_index(k, self, idx);
+  Value r = k.b().gather(k.in(self), p.stacked, p.indexed, p.offset_dims, p.result);
+  at::Tensor out = k.out(r, self.scalar_type());
+  k.run();
+  return out;
+}
+
+at::Tensor& index_put_impl(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
+                           const at::Tensor& values, bool accumulate, bool unsafe) {
+  TPU_COUNT("aten::_index_put_impl_");
+  std::vector<at::Tensor> idx = expand_indices(self, indices);
+  check_same_device("aten::index_put_", self.device(), {&values});
+  Kernel k("aten::index_put_", self);
+  Builder& b = k.b();
+  IndexPlan p = plan_index(k, self, idx);
+  Value v = k.in(values, self.scalar_type());
+  TORCH_CHECK(b.dims(v).size() <= p.result.size(), "shape mismatch: value tensor of shape ", values.sizes(),
+              " cannot be broadcast to indexing result of shape ", ops::shape_str(p.result));
+  v = b.broadcast_to(v, p.result);
+  Value r = b.scatter(k.in(self), p.stacked, v, p.indexed, p.offset_dims, accumulate ? ir::Body::kAdd : ir::Body::kReplace);
+  k.into(self, r);
+  k.run();
+  return self;
+}
+
+at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
+  TPU_COUNT("aten::index_select");
+  TORCH_CHECK_INDEX(index.dim() <= 1, "index_select(): Index is supposed to be a vector");
+  int64_t w = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+  if (self.dim() == 0) return self.clone();
+  c10::List<std::optional<at::Tensor>> idx;
+  for (int64_t d = 0; d < w; ++d) idx.push_back(std::nullopt);
+  idx.push_back(index.reshape({-1}));
+  return index_tensor(self, idx);
+}
+
+// Full index tuples for gather/scatter along `dim`: [index.shape..., rank].
+Value gather_tuples(Kernel& k, const at::Tensor& self, int64_t dim, const at::Tensor& index) {
+  Builder& b = k.b();
+  ir::Dims d = to_dims(index.sizes());
+  ir::Dims vec = d;
+  vec.push_back(1);
+  Value iv = k.in(index, at::kLong);
+  Value size = b.constant(DType::kS64, static_cast<double>(self.size(dim)), d);
+  iv = b.select(b.compare(iv, b.zeros_like(iv), Cmp::kLT), b.add(iv, size), iv);
+  std::vector<Value> cols;
+  for (int64_t i = 0; i < self.dim(); ++i) cols.push_back(b.reshape(i == dim ? iv : b.iota(DType::kS64, d, i), vec));
+  return b.concatenate(cols, static_cast<int64_t>(d.size()));
+}
+
+std::vector<int64_t> all_dims(int64_t n) {
+  std::vector<int64_t> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = i;
+  return v;
+}
+
+at::Tensor gather(const at::Tensor& self, int64_t dim, const at::Tensor& index, bool sparse_grad) {
+  TPU_COUNT("aten::gather");
+  TORCH_CHECK(index.scalar_type() == at::kLong, "gather(): Expected dtype int64 for index");
+  TORCH_CHECK(index.dim() == self.dim() || self.dim() == 0,
+              "Index tensor must have the same number of dimensions as input tensor");
+  if (self.dim() == 0) return self.clone();
+  int64_t w = at::maybe_wrap_dim(dim, self.dim());
+  Kernel k("aten::gather", self);
+  Value t = gather_tuples(k, self, w, index);
+  Value r = k.b().gather(k.in(self), t, all_dims(self.dim()), {}, to_dims(index.sizes()));
+  at::Tensor out = k.out(r, self.scalar_type());
+  k.run();
+  return out;
+}
+
+at::Tensor scatter_impl(const char* op, const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                        const at::Tensor* src, const at::Scalar* value, bool add, bool inplace) {
+  TORCH_CHECK(index.scalar_type() == at::kLong, op, "(): Expected dtype int64 for index");
+  int64_t w = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+  Kernel k(op, self);
+  Builder& b = k.b();
+  Value base = k.in(self);
+  at::Tensor out = inplace ? self : at::Tensor();
+  Value r = base;
+  if (index.numel() > 0) {
+    Value t = gather_tuples(k, self, w, index);
+    ir::Dims idims = to_dims(index.sizes());
+    Value upd;
+    if (src) {
+      Value s = k.in(*src, self.scalar_type());
+      upd = b.slice(s, ir::Dims(src->dim(), 0), idims);
+    } else {
+      upd = b.broadcast_to(k.scalar(*value, self.scalar_type()), idims);
+    }
+    r = b.scatter(base, t, upd, all_dims(self.dim()), {}, add ? ir::Body::kAdd : ir::Body::kReplace);
+  }
+  if (inplace) {
+    k.into(self, r);
+  } else {
+    out = k.out(r, self.scalar_type());
+  }
+  k.run();
+  return out;
+}
+at::Tensor scatter_src(const at::Tensor& s, int64_t dim, const at::Tensor& i, const at::Tensor& src) {
+  TPU_COUNT("aten::scatter.src");
+  return scatter_impl("aten::scatter", s, dim, i, &src, nullptr, false, false);
+}
+at::Tensor& scatter_src_(at::Tensor& s, int64_t dim, const at::Tensor& i, const at::Tensor& src) {
+  TPU_COUNT("aten::scatter_.src");
+  scatter_impl("aten::scatter_", s, dim, i, &src, nullptr, false, true);
+  return s;
+}
+at::Tensor scatter_value(const at::Tensor& s, int64_t dim, const at::Tensor& i, const at::Scalar& v) {
+  TPU_COUNT("aten::scatter.value");
+  return scatter_impl("aten::scatter", s, dim, i, nullptr, &v, false, false);
+}
+at::Tensor& scatter_value_(at::Tensor& s, int64_t dim, const at::Tensor& i, const at::Scalar& v) {
+  TPU_COUNT("aten::scatter_.value");
+  scatter_impl("aten::scatter_", s, dim, i, nullptr, &v, false, true);
+  return s;
+}
+at::Tensor scatter_add(const at::Tensor& s, int64_t dim, const at::Tensor& i, const at::Tensor& src) {
+  TPU_COUNT("aten::scatter_add");
+  return scatter_impl("aten::scatter_add", s, dim, i, &src, nullptr, true, false);
+}
+at::Tensor& scatter_add_(at::Tensor& s, int64_t dim, const at::Tensor& i, const at::Tensor& src) {
+  TPU_COUNT("aten::scatter_add_");
+  scatter_impl("aten::scatter_add_", s, dim, i, &src, nullptr, true, true);
+  return s;
+}
+
+// ---- embedding and losses -------------------------------------------------------------
+
+at::Tensor embedding_dense_backward(const at::Tensor& grad, const at::Tensor& indices, int64_t num_weights,
+                                    int64_t padding_idx, bool scale_grad_by_freq) {
+  TPU_COUNT("aten::embedding_dense_backward");
+  Kernel k("aten::embedding_dense_backward", grad);
+  Builder& b = k.b();
+  const int64_t m = indices.numel(), d = grad.size(-1);
+  Value g = b.reshape(k.in(grad), {m, d});
+  Value idx = b.reshape(k.in(indices, at::kLong), {m});
+  DType gt = to_ir(grad.scalar_type());
+  if (padding_idx >= 0) {
+    Value keep = b.compare(idx, b.constant(DType::kS64, static_cast<double>(padding_idx), {m}), Cmp::kNE);
+    g = b.select(b.broadcast_in_dim(keep, {m, d}, {0}), g, b.zeros_like(g));
+  }
+  Value tuples = b.reshape(idx, {m, 1});
+  if (scale_grad_by_freq) {
+    Value counts = b.scatter(b.constant(gt, 0, {num_weights}), tuples, b.constant(gt, 1, {m}), {0}, {}, ir::Body::kAdd);
+    Value per = b.gather(counts, tuples, {0}, {}, {m});
+    g = b.div(g, b.broadcast_in_dim(per, {m, d}, {0}));
+  }
+  Value r = b.scatter(b.constant(gt, 0, {num_weights, d}), tuples, g, {0}, {1}, ir::Body::kAdd);
+  at::Tensor out = k.out(r, grad.scalar_type());
+  k.run();
+  return out;
+}
+
+struct NllParts {
+  Value onehot;    // [N, C] bool
+  Value weight_t;  // [N] weight of each target (0 where ignored)
+};
+
+NllParts nll_parts(Kernel& k, const at::Tensor& self2d, const at::Tensor& target, const std::optional<at::Tensor>& weight,
+                   int64_t ignore_index, at::ScalarType ct) {
+  Builder& b = k.b();
+  const int64_t n = self2d.size(0), c = self2d.size(1);
+  Value t = b.reshape(k.in(target, at::kLong), {n});
+  Value cls = b.iota(DType::kS64, {n, c}, 1);
+  NllParts p;
+  p.onehot = b.compare(cls, b.broadcast_in_dim(t, {n, c}, {0}), Cmp::kEQ);
+  Value valid = b.compare(t, b.constant(DType::kS64, static_cast<double>(ignore_index), {n}), Cmp::kNE);
+  Value w;
+  if (weight && weight->defined()) {
+    Value wv = b.broadcast_in_dim(k.in(*weight, ct), {n, c}, {1});
+    w = b.reduce_sum(b.select(p.onehot, wv, b.constant(to_ir(ct), 0, {n, c})), {1});
+  } else {
+    w = b.constant(to_ir(ct), 1, {n});
+  }
+  p.weight_t = b.select(valid, w, b.constant(to_ir(ct), 0, {n}));
+  return p;
+}
+
+at::Tensor as_2d(const at::Tensor& self) { return self.dim() == 1 ? self.unsqueeze(0) : self; }
+
+std::tuple<at::Tensor, at::Tensor> nll_loss_forward(const at::Tensor& self, const at::Tensor& target,
+                                                    const std::optional<at::Tensor>& weight, int64_t reduction,
+                                                    int64_t ignore_index) {
+  TPU_COUNT("aten::nll_loss_forward");
+  TORCH_CHECK(self.dim() >= 1 && self.dim() <= 2, "input tensor should be 1D or 2D");
+  TORCH_CHECK(target.dim() <= 1, "0D or 1D target tensor expected, multi-target not supported");
+  TORCH_CHECK(self.dim() == 1 || self.size(0) == target.size(0), "size mismatch (got input: ", self.sizes(),
+              ", target: ", target.sizes(), ")");
+  check_same_device("aten::nll_loss_forward", self.device(), {&target});
+  at::Tensor s2 = as_2d(self);
+  at::ScalarType ct = self.scalar_type();
+  Kernel k("aten::nll_loss_forward", self);
+  Builder& b = k.b();
+  const int64_t n = s2.size(0), c = s2.size(1);
+  NllParts p = nll_parts(k, s2, target, weight, ignore_index, ct);
+  Value x = k.in(s2, ct);
+  Value picked = b.reduce_sum(b.select(p.onehot, x, b.constant(to_ir(ct), 0, {n, c})), {1});
+  Value loss = b.neg(b.mul(picked, p.weight_t));
+  Value total = b.reduce_sum(p.weight_t, {0});
+  Value out;
+  if (reduction == at::Reduction::None) {
+    out = self.dim() == 1 ? b.reshape(loss, {}) : loss;
+  } else if (reduction == at::Reduction::Sum) {
+    out = b.reduce_sum(loss, {0});
+  } else {
+    out = b.div(b.reduce_sum(loss, {0}), total);
+  }
+  at::Tensor o = k.out(out, ct);
+  at::Tensor tw = k.out(total, ct);
+  k.run();
+  return {o, tw};
+}
+
+at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                             const std::optional<at::Tensor>& weight, int64_t reduction, int64_t ignore_index,
+                             const at::Tensor& total_weight) {
+  TPU_COUNT("aten::nll_loss_backward");
+  at::Tensor s2 = as_2d(self);
+  at::ScalarType ct = self.scalar_type();
+  Kernel k("aten::nll_loss_backward", self);
+  Builder& b = k.b();
+  const int64_t n = s2.size(0), c = s2.size(1);
+  NllParts p = nll_parts(k, s2, target, weight, ignore_index, ct);
+  Value g = k.in(grad_output, ct);
+  Value per;  // [N]
+  if (reduction == at::Reduction::None) {
+    per = b.mul(b.reshape(g, {n}), p.weight_t);
+  } else {
+    Value scale = reduction == at::Reduction::Mean ? b.div(g, k.in(total_weight, ct)) : g;
+    per = b.mul(b.broadcast_to(scale, {n}), p.weight_t);
+  }
+  Value gi = b.select(p.onehot, b.neg(b.broadcast_in_dim(per, {n, c}, {0})), b.constant(to_ir(ct), 0, {n, c}));
+  if (self.dim() == 1) gi = b.reshape(gi, {c});
+  at::Tensor out = k.out(gi, ct);
+  k.run();
+  return out;
+}
+
+// ---- triangular masks, arange ------------------------------------------------------------
+
+Value tri_value(Kernel& k, const at::Tensor& self, int64_t diagonal, bool upper) {
+  TORCH_CHECK(self.dim() >= 2, upper ? "triu" : "tril", ": input tensor must have at least 2 dimensions");
+  Builder& b = k.b();
+  Value x = k.in(self);
+  ir::Dims d = b.dims(x);
+  int64_t r = static_cast<int64_t>(d.size());
+  Value row = b.iota(DType::kS64, d, r - 2), col = b.iota(DType::kS64, d, r - 1);
+  Value diff = b.sub(col, row);
+  Value keep = b.compare(diff, b.constant(DType::kS64, static_cast<double>(diagonal), d), upper ? Cmp::kGE : Cmp::kLE);
+  return b.select(keep, x, b.zeros_like(x));
+}
+at::Tensor triu(const at::Tensor& s, int64_t diag) {
+  TPU_COUNT("aten::triu");
+  Kernel k("aten::triu", s);
+  at::Tensor out = k.out(tri_value(k, s, diag, true), s.scalar_type());
+  k.run();
+  return out;
+}
+at::Tensor& triu_(at::Tensor& s, int64_t diag) {
+  TPU_COUNT("aten::triu_");
+  Kernel k("aten::triu_", s);
+  k.into(s, tri_value(k, s, diag, true));
+  k.run();
+  return s;
+}
+at::Tensor& triu_out(const at::Tensor& s, int64_t diag, at::Tensor& out) {
+  Kernel k("aten::triu.out", s);
+  k.into_resized(out, tri_value(k, s, diag, true));
+  k.run();
+  return out;
+}
+at::Tensor tril(const at::Tensor& s, int64_t diag) {
+  TPU_COUNT("aten::tril");
+  Kernel k("aten::tril", s);
+  at::Tensor out = k.out(tri_value(k, s, diag, false), s.scalar_type());
+  k.run();
+  return out;
+}
+at::Tensor& tril_(at::Tensor& s, int64_t diag) {
+  TPU_COUNT("aten::tril_");
+  Kernel k("aten::tril_", s);
+  k.into(s, tri_value(k, s, diag, false));
+  k.run();
+  return s;
+}
+at::Tensor& tril_out(const at::Tensor& s, int64_t diag, at::Tensor& out) {
+  Kernel k("aten::tril.out", s);
+  k.into_resized(out, tri_value(k, s, diag, false));
+  k.run();
+  return out;
+}
+
+at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at::Scalar& step, at::Tensor& out) {
+  TPU_COUNT("aten::arange.start_out");
+  double s = start.toDouble(), e = end.toDouble(), st = step.toDouble();
+  TORCH_CHECK(st != 0, "step must be nonzero");
+  TORCH_CHECK((st > 0 && e >= s) || (st < 0 && e <= s), "upper bound and larger bound inconsistent with step sign");
+  int64_t n = at::isIntegralType(out.scalar_type(), false) && start.isIntegral(false) && end.isIntegral(false) &&
+                      step.isIntegral(false)
+                  ? (end.toLong() - start.toLong() + step.toLong() - (st > 0 ? 1 : -1)) / step.toLong()
+                  : static_cast<int64_t>(std::ceil((e - s) / st));
+  if (out.numel() != n) out.resize_({n});
+  if (n == 0) return out;
+  Kernel k("aten::arange", out);
+  Builder& b = k.b();
+  at::ScalarType ct = at::isIntegralType(out.scalar_type(), false) ? at::kLong : at::kDouble;
+  if (ct == at::kDouble && out.scalar_type() != at::kDouble) ct = at::kFloat;
+  Value i = b.iota(to_ir(ct), {n}, 0);
+  Value r = b.add(b.broadcast_to(k.scalar(start, ct), {n}), b.mul(i, b.broadcast_to(k.scalar(step, ct), {n})));
+  k.into(out, r);
+  k.run();
+  return out;
+}
+
+// ---- random ------------------------------------------------------------------------------
+
+TpuGenerator* gen_of(const std::optional<at::Generator>& g, const at::Tensor& t) {
+  return at::get_generator_or_default<TpuGenerator>(g, default_generator(t.device().index()));
+}
+
+std::pair<Value, Value> keys(Kernel& k, const std::optional<at::Generator>& g, const at::Tensor& t) {
+  TpuGenerator* gen = gen_of(g, t);
+  std::pair<uint32_t, uint32_t> kv;
+  {
+    std::lock_guard<std::mutex> lock(gen->mutex_);
+    kv = gen->next_keys();
+  }
+  return {k.scalar(static_cast<int64_t>(kv.first), at::kUInt32), k.scalar(static_cast<int64_t>(kv.second), at::kUInt32)};
+}
+
+at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at::Generator> g) {
+  TPU_COUNT("aten::uniform_");
+  if (self.numel() == 0) return self;
+  Kernel k("aten::uniform_", self);
+  Builder& b = k.b();
+  auto [k0, k1] = keys(k, g, self);
+  ir::Dims d = to_dims(self.sizes());
+  Value u = ops::uniform01(b, k0, k1, d);
+  at::ScalarType ct = self.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  u = b.convert(u, to_ir(ct));
+  Value r = b.add(b.broadcast_to(k.scalar(from, ct), d), b.mul(u, b.broadcast_to(k.scalar(to - from, ct), d)));
+  k.into(self, r);
+  k.run();
+  return self;
+}
+
+at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> g) {
+  TPU_COUNT("aten::normal_");
+  TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
+  if (self.numel() == 0) return self;
+  Kernel k("aten::normal_", self);
+  Builder& b = k.b();
+  auto [k0, k1] = keys(k, g, self);
+  ir::Dims d = to_dims(self.sizes());
+  at::ScalarType ct = self.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  Value z = b.convert(ops::normal01(b, k0, k1, d), to_ir(ct));
+  Value r = b.add(b.broadcast_to(k.scalar(mean, ct), d), b.mul(z, b.broadcast_to(k.scalar(std, ct), d)));
+  k.into(self, r);
+  k.run();
+  return self;
+}
+
+at::Tensor& bernoulli_(at::Tensor& self, double p, std::optional<at::Generator> g) {
+  TPU_COUNT("aten::bernoulli_.float");
+  TORCH_CHECK(p >= 0 && p <= 1, "bernoulli_ expects p to be in [0, 1], but got p=", p);
+  if (self.numel() == 0) return self;
+  Kernel k("aten::bernoulli_", self);
+  Builder& b = k.b();
+  auto [k0, k1] = keys(k, g, self);
+  ir::Dims d = to_dims(self.sizes());
+  Value u = ops::uniform01(b, k0, k1, d);
+  k.into(self, b.compare(u, b.broadcast_to(k.scalar(p, at::kFloat), d), Cmp::kLT));
+  k.run();
+  return self;
+}
+
+std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, double p, std::optional<bool> train) {
+  TPU_COUNT("aten::native_dropout");
+  Kernel k("aten::native_dropout", input);
+  Builder& b = k.b();
+  Value x = k.in(input);
+  ir::Dims d = b.dims(x);
+  at::Tensor out, mask;
+  if (!train.value_or(true) || p == 0) {
+    out = k.out(x, input.scalar_type());
+    mask = k.out(b.constant(DType::kBool, 1, d), at::kBool);
+  } else {
+    auto [k0, k1] = keys(k, std::nullopt, input);
+    Value u = ops::uniform01(b, k0, k1, d);
+    Value keep = b.compare(u, b.broadcast_to(k.scalar(1.0 - p, at::kFloat), d), Cmp::kLT);
+    Value scale = b.broadcast_to(k.scalar(p == 1 ? 0.0 : 1.0 / (1.0 - p), input.scalar_type()), d);
+    out = k.out(b.select(keep, b.mul(x, scale), b.zeros_like(x)), input.scalar_type());
+    mask = k.out(keep, at::kBool);
+  }
+  k.run();
+  return {out, mask};
+}
+
+at::Tensor native_dropout_backward(const at::Tensor& grad, const at::Tensor& mask, double scale) {
+  TPU_COUNT("aten::native_dropout_backward");
+  Kernel k("aten::native_dropout_backward", grad);
+  Builder& b = k.b();
+  Value g = k.in(grad);
+  Value m = k.in(mask, at::kBool);
+  Value s = b.broadcast_to(k.scalar(scale, grad.scalar_type()), b.dims(g));
+  at::Tensor out = k.out(b.select(m, b.mul(g, s), b.zeros_like(g)), grad.scalar_type());
+  k.run();
+  return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("mm", TORCH_FN(mm));
+  m.impl("mm.out", TORCH_FN(mm_out));
+  m.impl("bmm", TORCH_FN(bmm));
+  m.impl("bmm.out", TORCH_FN(bmm_out));
+  m.impl("addmm", TORCH_FN(addmm));
+  m.impl("addmm.out", TORCH_FN(addmm_out));
+  m.impl("addmm_", TORCH_FN(addmm_));
+  m.impl("dot", TORCH_FN(dot));
+  m.impl("mv", TORCH_FN(mv));
+  m.impl("cat", TORCH_FN(cat));
+  m.impl("cat.out", TORCH_FN(cat_out));
+  m.impl("index.Tensor", TORCH_FN(index_tensor));
+  m.impl("_index_put_impl_", TORCH_FN(index_put_impl));
+  m.impl("index_select", TORCH_FN(index_select));
+  m.impl("gather", TORCH_FN(gather));
+  m.impl("scatter.src", TORCH_FN(scatter_src));
+  m.impl("scatter_.src", TORCH_FN(scatter_src_));
+  m.impl("scatter.value", TORCH_FN(scatter_value));
+  m.impl("scatter_.value", TORCH_FN(scatter_value_));
+  m.impl("scatter_add", TORCH_FN(scatter_add));
+  m.impl("scatter_add_", TORCH_FN(scatter_add_));
+  m.impl("embedding_dense_backward", TORCH_FN(embedding_dense_backward));
+  m.impl("nll_loss_forward", TORCH_FN(nll_loss_forward));
+  m.impl("nll_loss_backward", TORCH_FN(nll_loss_backward));
+  m.impl("triu", TORCH_FN(triu));
+  m.impl("triu_", TORCH_FN(triu_));
+  m.impl("triu.out", TORCH_FN(triu_out));
+  m.impl("tril", TORCH_FN(tril));
+  m.impl("tril_", TORCH_FN(tril_));
+  m.impl("tril.out", TORCH_FN(tril_out));
+  m.impl("arange.start_out", TORCH_FN(arange_out));
+  m.impl("uniform_", TORCH_FN(uniform_));
+  m.impl("normal_", TORCH_FN(normal_));
+  m.impl("bernoulli_.float", TORCH_FN(bernoulli_));
+  m.impl("native_dropout", TORCH_FN(native_dropout));
+  m.impl("native_dropout_backward", TORCH_FN(native_dropout_backward));
+}
+
+}  // namespace torchtpu::aten

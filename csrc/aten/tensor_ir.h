@@ -1,0 +1,65 @@
+// Plumbing shared by the ATen kernels: the ScalarType <-> ir::DType map, the
+// StorageValue behind a device tensor, and Kernel, which wraps one OpGraph
+// with tensor-level reads and writes.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include "eager/metrics.h"
+#include "eager/op_graph.h"
+
+namespace torchtpu::aten {
+
+using ir::DType;
+using ir::Value;
+using ops::Builder;
+
+DType to_ir(at::ScalarType t);  // throws c10::TypeError for unsupported dtypes
+at::ScalarType to_aten(DType t);
+eager::StorageValue* storage_value(const at::Tensor& t);
+ops::ViewMeta view_meta(const at::Tensor& t);
+ir::Dims to_dims(at::IntArrayRef a);
+c10::Allocator* device_allocator();
+// A new contiguous device tensor (storage not yet written).
+at::Tensor empty_device(at::IntArrayRef sizes, at::ScalarType dtype, c10::DeviceIndex device);
+
+// Raises PyTorch's device-mismatch error unless every defined tensor is on
+// `device` or is a CPU 0-d tensor (a scalar, as CUDA allows).
+void check_same_device(const char* op, c10::Device device, std::initializer_list<const at::Tensor*> ts);
+
+// One op's graph at the tensor level.
+class Kernel {
+ public:
+  Kernel(const char* op, c10::Device device);
+  Kernel(const char* op, const at::Tensor& any_device_tensor) : Kernel(op, any_device_tensor.device()) {}
+  Builder& b() { return og_.b(); }
+  const char* op() const { return op_; }
+  c10::Device device() const { return device_; }
+
+  // The tensor's value, converted to `as` (CPU 0-d tensors become scalars).
+  Value in(const at::Tensor& t, at::ScalarType as);
+  Value in(const at::Tensor& t) { return in(t, t.scalar_type()); }
+  Value scalar(const c10::Scalar& s, at::ScalarType as);
+  // A new device tensor holding `v` (converted to `dtype`).
+  at::Tensor out(Value v, at::ScalarType dtype);
+  // Writes `v` into `dst` (any view), converting to dst's dtype.
+  void into(const at::Tensor& dst, Value v);
+  // For out= variants: resizes `out` to v's shape (if needed) and writes.
+  void into_resized(const at::Tensor& out, Value v);
+  void run() { og_.run(); }
+
+ private:
+  const char* op_;
+  c10::Device device_;
+  eager::OpGraph og_;
+};
+
+// Runs the kernel body, turning lowering errors into Python-visible errors
+// that name the op.
+[[noreturn]] void rethrow_lowering(const char* op, const std::exception& e);
+
+}  // namespace torchtpu::aten
+
+#define TPU_COUNT(name)                                  \
+  static ::torchtpu::eager::OpCounter tpu_counter_(name); \
+  tpu_counter_.inc()

@@ -1,0 +1,43 @@
+// Process-wide counters behind torchtpu.debug.metrics().
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
+namespace torchtpu::eager {
+
+// A per-op dispatch counter; one static instance per ATen kernel, registered
+// on construction so metrics() can list them.
+class OpCounter {
+ public:
+  explicit OpCounter(const char* name);
+  void inc() { count_.fetch_add(1, std::memory_order_relaxed); }
+  const char* name() const { return name_; }
+  int64_t count() const { return count_.load(std::memory_order_relaxed); }
+  void reset() { count_.store(0); }
+ private:
+  const char* name_;
+  std::atomic<int64_t> count_{0};
+};
+
+struct Metrics {
+  std::atomic<int64_t> executions{0};
+  std::atomic<int64_t> h2d_bytes{0};
+  std::atomic<int64_t> d2h_bytes{0};
+
+  void count_fallback(const std::string& op);
+  std::map<std::string, int64_t> fallbacks() const;
+  std::map<std::string, int64_t> op_counts() const;
+  void reset();
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, int64_t> fallbacks_;
+};
+
+Metrics& metrics();
+
+}  // namespace torchtpu::eager

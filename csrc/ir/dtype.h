@@ -1,0 +1,16 @@
+// Element types of the IR, with their MLIR spelling and byte size.
+#pragma once
+
+#include <cstdint>
+
+namespace torchtpu::ir {
+
+enum class DType : uint8_t { kBool, kU8, kS8, kS16, kS32, kS64, kF16, kBF16, kF32, kF64, kU32, kU64 };
+
+const char* mlir_name(DType t);  // "f32", "i64", "ui8", "i1", ...
+int64_t byte_size(DType t);
+bool is_float(DType t);
+bool is_signed_int(DType t);
+bool is_unsigned_int(DType t);  // bool excluded
+
+}  // namespace torchtpu::ir

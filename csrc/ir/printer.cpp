@@ -1,0 +1,224 @@
+#include "ir/printer.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+
+namespace torchtpu::ir {
+
+namespace {
+
+uint16_t f32_to_bf16_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if (std::isnan(f)) return 0x7FC0;
+  uint32_t rounding = 0x7FFF + ((u >> 16) & 1);
+  return static_cast<uint16_t>((u + rounding) >> 16);
+}
+
+uint16_t f32_to_f16_bits(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000;
+  int32_t exp = static_cast<int32_t>((x >> 23) & 0xFF) - 127 + 15;
+  uint32_t mant = x & 0x7FFFFF;
+  if (((x >> 23) & 0xFF) == 0xFF) return static_cast<uint16_t>(sign | 0x7C00 | (mant ? 0x200 : 0));
+  if (exp >= 31) return static_cast<uint16_t>(sign | 0x7C00);
+  if (exp <= 0) {
+    if (exp < -10) return static_cast<uint16_t>(sign);
+    mant |= 0x800000;
+    uint32_t shift = static_cast<uint32_t>(14 - exp);
+    uint32_t half = mant >> shift;
+    uint32_t rem = mant & ((1u << shift) - 1);
+    uint32_t mid = 1u << (shift - 1);
+    if (rem > mid || (rem == mid && (half & 1))) ++half;
+    return static_cast<uint16_t>(sign | half);
+  }
+  uint32_t half = sign | (static_cast<uint32_t>(exp) << 10) | (mant >> 13);
+  uint32_t rem = mant & 0x1FFF;
+  if (rem > 0x1000 || (rem == 0x1000 && (half & 1))) ++half;
+  return static_cast<uint16_t>(half);
+}
+
+std::string literal(DType t, double v) {
+  char buf[64];
+  switch (t) {
+    case DType::kBool: return v != 0 ? "true" : "false";
+    case DType::kF64: {
+      uint64_t u;
+      std::memcpy(&u, &v, 8);
+      std::snprintf(buf, sizeof buf, "0x%016llX", static_cast<unsigned long long>(u));
+      return buf;
+    }
+    case DType::kF32: {
+      float f = static_cast<float>(v);
+      uint32_t u;
+      std::memcpy(&u, &f, 4);
+      std::snprintf(buf, sizeof buf, "0x%08X", u);
+      return buf;
+    }
+    case DType::kBF16:
+      std::snprintf(buf, sizeof buf, "0x%04X", f32_to_bf16_bits(static_cast<float>(v)));
+      return buf;
+    case DType::kF16:
+      std::snprintf(buf, sizeof buf, "0x%04X", f32_to_f16_bits(static_cast<float>(v)));
+      return buf;
+    case DType::kU64:
+      std::snprintf(buf, sizeof buf, "%llu", static_cast<unsigned long long>(v));
+      return buf;
+    default:
+      std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
+      return buf;
+  }
+}
+
+class Printer {
+ public:
+  explicit Printer(const Graph& g) : g_(g) {}
+
+  std::string run() {
+    os_ << "module @torchtpu attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {\n";
+    os_ << "  func.func public @main(";
+    for (int i = 0; i < g_.num_parameters(); ++i) {
+      if (i) os_ << ", ";
+      os_ << "%arg" << i << ": " << tensor_type(g_.parameter_type(i));
+      for (auto [p, o] : g_.donations)
+        if (p == i) os_ << " {tf.aliasing_output = " << o << " : i32}";
+    }
+    os_ << ") -> (";
+    for (size_t i = 0; i < g_.outputs.size(); ++i) {
+      if (i) os_ << ", ";
+      os_ << tensor_type(g_.type(g_.outputs[i]));
+    }
+    os_ << ") {\n";
+    const auto& nodes = g_.nodes();
+    for (size_t i = 0; i < nodes.size(); ++i) print_node(static_cast<int>(i), nodes[i]);
+    os_ << "    \"func.return\"(";
+    for (size_t i = 0; i < g_.outputs.size(); ++i) {
+      if (i) os_ << ", ";
+      os_ << name(g_.outputs[i]);
+    }
+    os_ << ") : (";
+    for (size_t i = 0; i < g_.outputs.size(); ++i) {
+      if (i) os_ << ", ";
+      os_ << tensor_type(g_.type(g_.outputs[i]));
+    }
+    os_ << ") -> ()\n  }\n}\n";
+    return os_.str();
+  }
+
+ private:
+  std::string name(Value v) const {
+    const Node& n = g_.nodes()[v.node];
+    if (n.op == kParameter) return "%arg" + std::to_string(n.param_index);
+    std::string s = "%" + std::to_string(v.node);
+    if (n.results.size() > 1) s += "#" + std::to_string(v.index);
+    return s;
+  }
+
+  void print_body(int id, const Node& n) {
+    // One scalar block argument pair per reduced operand.
+    size_t k = n.op == std::string("stablehlo.scatter") ? 1 : n.operands.size() / 2;
+    os_ << " ({\n    ^bb0(";
+    std::vector<std::string> lhs, rhs;
+    for (size_t i = 0; i < 2 * k; ++i) {
+      DType dt = g_.type(n.operands[i % k]).dtype;
+      std::string arg = "%b" + std::to_string(id) + "_" + std::to_string(i);
+      (i < k ? lhs : rhs).push_back(arg);
+      if (i) os_ << ", ";
+      os_ << arg << ": tensor<" << mlir_name(dt) << ">";
+    }
+    os_ << "):\n";
+    const char* op = nullptr;
+    switch (n.body) {
+      case Body::kAdd: op = "stablehlo.add"; break;
+      case Body::kMul: op = "stablehlo.multiply"; break;
+      case Body::kMax: op = "stablehlo.maximum"; break;
+      case Body::kMin: op = "stablehlo.minimum"; break;
+      case Body::kAnd: op = "stablehlo.and"; break;
+      case Body::kOr: op = "stablehlo.or"; break;
+      case Body::kReplace: case Body::kNone: break;
+    }
+    std::vector<std::string> results;
+    std::string rtypes;
+    for (size_t i = 0; i < k; ++i) {
+      std::string t = std::string("tensor<") + mlir_name(g_.type(n.operands[i]).dtype) + ">";
+      if (op) {
+        std::string r = "%r" + std::to_string(id) + "_" + std::to_string(i);
+        os_ << "      " << r << " = \"" << op << "\"(" << lhs[i] << ", " << rhs[i] << ") : (" << t
+            << ", " << t << ") -> " << t << "\n";
+        results.push_back(r);
+      } else {
+        results.push_back(rhs[i]);
+      }
+      rtypes += (i ? ", " : "") + t;
+    }
+    os_ << "      \"stablehlo.return\"(";
+    for (size_t i = 0; i < k; ++i) os_ << (i ? ", " : "") << results[i];
+    os_ << ") : (" << rtypes << ") -> ()\n    })";
+  }
+
+  void print_attr(const Attr& a) {
+    os_ << a.name << " = ";
+    switch (a.kind) {
+      case Attr::kI64: os_ << a.ints[0] << " : i64"; break;
+      case Attr::kI64Array:
+        os_ << "array<i64";
+        for (size_t i = 0; i < a.ints.size(); ++i) os_ << (i ? ", " : ": ") << a.ints[i];
+        os_ << ">";
+        break;
+      case Attr::kRaw: os_ << a.raw; break;
+    }
+  }
+
+  void print_node(int id, const Node& n) {
+    if (n.op == kParameter) return;
+    os_ << "    %" << id;
+    if (n.results.size() > 1) os_ << ":" << n.results.size();
+    os_ << " = \"" << n.op << "\"(";
+    for (size_t i = 0; i < n.operands.size(); ++i) os_ << (i ? ", " : "") << name(n.operands[i]);
+    os_ << ")";
+    if (n.body != Body::kNone) print_body(id, n);
+    if (n.op == kConstant) {
+      const Type& t = n.results[0];
+      os_ << " {value = dense<" << literal(t.dtype, n.constant) << "> : " << tensor_type(t) << "}";
+    } else if (!n.attrs.empty()) {
+      os_ << " {";
+      for (size_t i = 0; i < n.attrs.size(); ++i) {
+        if (i) os_ << ", ";
+        print_attr(n.attrs[i]);
+      }
+      os_ << "}";
+    }
+    os_ << " : (";
+    for (size_t i = 0; i < n.operands.size(); ++i)
+      os_ << (i ? ", " : "") << tensor_type(g_.type(n.operands[i]));
+    os_ << ") -> ";
+    if (n.results.size() == 1) {
+      os_ << tensor_type(n.results[0]);
+    } else {
+      os_ << "(";
+      for (size_t i = 0; i < n.results.size(); ++i) os_ << (i ? ", " : "") << tensor_type(n.results[i]);
+      os_ << ")";
+    }
+    os_ << "\n";
+  }
+
+  const Graph& g_;
+  std::ostringstream os_;
+};
+
+}  // namespace
+
+std::string tensor_type(const Type& t) {
+  std::string s = "tensor<";
+  for (int64_t d : t.dims) s += std::to_string(d) + "x";
+  s += mlir_name(t.dtype);
+  s += ">";
+  return s;
+}
+
+std::string print_stablehlo(const Graph& g) { return Printer(g).run(); }
+
+}  // namespace torchtpu::ir

@@ -1,0 +1,315 @@
+#include "ops/builder.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+namespace torchtpu::ops {
+
+using ir::Attr;
+
+std::string shape_str(const Dims& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+std::string cmp_attr(Cmp c, DType t) {
+  (void)t;
+  switch (c) {
+    case Cmp::kEQ: return "#stablehlo<comparison_direction EQ>";
+    case Cmp::kNE: return "#stablehlo<comparison_direction NE>";
+    case Cmp::kLT: return "#stablehlo<comparison_direction LT>";
+    case Cmp::kLE: return "#stablehlo<comparison_direction LE>";
+    case Cmp::kGT: return "#stablehlo<comparison_direction GT>";
+    case Cmp::kGE: return "#stablehlo<comparison_direction GE>";
+  }
+  return "";
+}
+
+double Builder::lowest(DType t) {
+  switch (t) {
+    case DType::kBool: return 0;
+    case DType::kU8: case DType::kU32: case DType::kU64: return 0;
+    case DType::kS8: return -128;
+    case DType::kS16: return -32768;
+    case DType::kS32: return -2147483648.0;
+    case DType::kS64: return -9223372036854775808.0;
+    default: return -std::numeric_limits<double>::infinity();
+  }
+}
+
+double Builder::highest(DType t) {
+  switch (t) {
+    case DType::kBool: return 1;
+    case DType::kU8: return 255;
+    case DType::kU32: return 4294967295.0;
+    case DType::kU64: return 18446744073709551615.0;
+    case DType::kS8: return 127;
+    case DType::kS16: return 32767;
+    case DType::kS32: return 2147483647.0;
+    case DType::kS64: return 9223372036854775807.0;
+    default: return std::numeric_limits<double>::infinity();
+  }
+}
+
+Value Builder::constant(DType t, double v, Dims dims) {
+  if (dims.empty()) return g_.constant(t, v);
+  // A 0-d constant broadcast keeps the literal small.
+  Value c = g_.constant(t, v);
+  return g_.add("stablehlo.broadcast_in_dim", {c}, Type{t, std::move(dims)},
+                {Attr::array("broadcast_dimensions", {})});
+}
+
+Value Builder::unary(const char* op, Value a) { return g_.add(op, {a}, type(a)); }
+
+Value Builder::binary(const char* op, Value a, Value b) {
+  if (type(a) != type(b))
+    throw LoweringError(std::string(op) + ": operand types differ " + shape_str(dims(a)) + " vs " +
+                        shape_str(dims(b)));
+  return g_.add(op, {a, b}, type(a));
+}
+
+static Dims broadcast_shapes(const Dims& a, const Dims& b) {
+  size_t n = std::max(a.size(), b.size());
+  Dims out(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (da != db && da != 1 && db != 1)
+      throw LoweringError("shapes " + shape_str(a) + " and " + shape_str(b) + " are not broadcastable");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+Value Builder::binary_bcast(const char* op, Value a, Value b) {
+  if (dtype(a) != dtype(b)) throw LoweringError(std::string(op) + ": operand dtypes differ");
+  if (dims(a) != dims(b)) {
+    Dims out = broadcast_shapes(dims(a), dims(b));
+    a = broadcast_to(a, out);
+    b = broadcast_to(b, out);
+  }
+  return g_.add(op, {a, b}, type(a));
+}
+
+Value Builder::compare(Value a, Value b, Cmp cmp) {
+  if (dims(a) != dims(b)) {
+    Dims out = broadcast_shapes(dims(a), dims(b));
+    a = broadcast_to(a, out);
+    b = broadcast_to(b, out);
+  }
+  return g_.add("stablehlo.compare", {a, b}, Type{DType::kBool, dims(a)},
+                {Attr::text("comparison_direction", cmp_attr(cmp, dtype(a)))});
+}
+
+Value Builder::select(Value pred, Value t, Value f) {
+  Dims out = broadcast_shapes(broadcast_shapes(dims(pred), dims(t)), dims(f));
+  pred = broadcast_to(pred, out);
+  t = broadcast_to(t, out);
+  f = broadcast_to(f, out);
+  if (dtype(t) != dtype(f)) throw LoweringError("select: branch dtypes differ");
+  return g_.add("stablehlo.select", {pred, t, f}, type(t));
+}
+
+Value Builder::convert(Value a, DType t) {
+  if (dtype(a) == t) return a;
+  if (t == DType::kBool) {
+    // Conversion to bool is "!= 0", as in PyTorch.
+    return compare(a, constant(dtype(a), 0, dims(a)), Cmp::kNE);
+  }
+  return g_.add("stablehlo.convert", {a}, Type{t, dims(a)});
+}
+
+Value Builder::bitcast_convert(Value a, DType t) {
+  return g_.add("stablehlo.bitcast_convert", {a}, Type{t, dims(a)});
+}
+
+Value Builder::reshape(Value a, Dims d) {
+  if (d == dims(a)) return a;
+  Type t{dtype(a), std::move(d)};
+  if (t.numel() != type(a).numel())
+    throw LoweringError("reshape: cannot reshape " + shape_str(dims(a)) + " to " + shape_str(t.dims));
+  return g_.add("stablehlo.reshape", {a}, std::move(t));
+}
+
+Value Builder::transpose(Value a, std::vector<int64_t> perm) {
+  bool identity = true;
+  for (size_t i = 0; i < perm.size(); ++i) identity &= perm[i] == static_cast<int64_t>(i);
+  if (identity) return a;
+  Dims d(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) d[i] = dims(a)[perm[i]];
+  return g_.add("stablehlo.transpose", {a}, Type{dtype(a), d}, {Attr::array("permutation", std::move(perm))});
+}
+
+Value Builder::broadcast_in_dim(Value a, Dims d, std::vector<int64_t> bdims) {
+  if (d == dims(a)) {
+    bool identity = true;
+    for (size_t i = 0; i < bdims.size(); ++i) identity &= bdims[i] == static_cast<int64_t>(i);
+    if (identity) return a;
+  }
+  return g_.add("stablehlo.broadcast_in_dim", {a}, Type{dtype(a), std::move(d)},
+                {Attr::array("broadcast_dimensions", std::move(bdims))});
+}
+
+Value Builder::broadcast_to(Value a, const Dims& d) {
+  const Dims& s = dims(a);
+  if (s == d) return a;
+  if (s.size() > d.size()) throw LoweringError("broadcast: rank of " + shape_str(s) + " exceeds " + shape_str(d));
+  size_t off = d.size() - s.size();
+  // Size-1 dims that must grow are reshaped away first.
+  Dims kept;
+  std::vector<int64_t> bdims;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == d[i + off]) {
+      kept.push_back(s[i]);
+      bdims.push_back(static_cast<int64_t>(i + off));
+    } else if (s[i] != 1) {
+      throw LoweringError("cannot broadcast " + shape_str(s) + " to " + shape_str(d));
+    }
+  }
+  if (kept.size() != s.size()) a = reshape(a, kept);
+  return broadcast_in_dim(a, d, bdims);
+}
+
+Value Builder::slice(Value a, Dims start, Dims limit, Dims strides) {
+  if (strides.empty()) strides.assign(start.size(), 1);
+  Dims out(start.size());
+  bool whole = true;
+  for (size_t i = 0; i < start.size(); ++i) {
+    out[i] = limit[i] <= start[i] ? 0 : (limit[i] - start[i] + strides[i] - 1) / strides[i];
+    whole &= start[i] == 0 && limit[i] == dims(a)[i] && strides[i] == 1;
+  }
+  if (whole) return a;
+  return g_.add("stablehlo.slice", {a}, Type{dtype(a), out},
+                {Attr::array("start_indices", std::move(start)), Attr::array("limit_indices", std::move(limit)),
+                 Attr::array("strides", std::move(strides))});
+}
+
+Value Builder::slice_dim(Value a, int64_t dim, int64_t start, int64_t limit, int64_t step) {
+  Dims s(rank(a), 0), l = dims(a), st(rank(a), 1);
+  s[dim] = start;
+  l[dim] = limit;
+  st[dim] = step;
+  return slice(a, s, l, st);
+}
+
+Value Builder::concatenate(const std::vector<Value>& vs, int64_t dim) {
+  if (vs.size() == 1) return vs[0];
+  Dims out = dims(vs[0]);
+  out[dim] = 0;
+  for (Value v : vs) out[dim] += dims(v)[dim];
+  return g_.add("stablehlo.concatenate", vs, Type{dtype(vs[0]), out}, {Attr::i64("dimension", dim)});
+}
+
+Value Builder::pad(Value a, Value pad_value, Dims low, Dims high, Dims interior) {
+  if (interior.empty()) interior.assign(low.size(), 0);
+  Dims out = dims(a);
+  for (size_t i = 0; i < out.size(); ++i)
+    out[i] = low[i] + high[i] + out[i] + std::max<int64_t>(out[i] - 1, 0) * interior[i];
+  return g_.add("stablehlo.pad", {a, pad_value}, Type{dtype(a), out},
+                {Attr::array("edge_padding_low", std::move(low)), Attr::array("edge_padding_high", std::move(high)),
+                 Attr::array("interior_padding", std::move(interior))});
+}
+
+Value Builder::iota(DType t, Dims d, int64_t dim) {
+  return g_.add("stablehlo.iota", {}, Type{t, std::move(d)}, {Attr::i64("iota_dimension", dim)});
+}
+
+Value Builder::dynamic_update_slice(Value a, Value update, const std::vector<int64_t>& start) {
+  std::vector<Value> operands{a, update};
+  for (int64_t s : start) operands.push_back(g_.constant(DType::kS64, static_cast<double>(s)));
+  return g_.add("stablehlo.dynamic_update_slice", std::move(operands), type(a));
+}
+
+Value Builder::reduce(Value a, std::vector<int64_t> rdims, Body body, double init) {
+  Dims out;
+  for (int64_t i = 0; i < rank(a); ++i)
+    if (std::find(rdims.begin(), rdims.end(), i) == rdims.end()) out.push_back(dims(a)[i]);
+  if (rdims.empty()) return a;
+  std::sort(rdims.begin(), rdims.end());
+  Value iv = g_.constant(dtype(a), init);
+  return g_.add("stablehlo.reduce", {a, iv}, Type{dtype(a), out}, {Attr::array("dimensions", std::move(rdims))}, body);
+}
+
+Value Builder::reduce_max(Value a, std::vector<int64_t> d) {
+  DType t = dtype(a);
+  return reduce(a, std::move(d), t == DType::kBool ? Body::kOr : Body::kMax, lowest(t));
+}
+
+Value Builder::reduce_min(Value a, std::vector<int64_t> d) {
+  DType t = dtype(a);
+  return reduce(a, std::move(d), t == DType::kBool ? Body::kAnd : Body::kMin, highest(t));
+}
+
+Value Builder::keepdim(Value reduced, const Dims& full, const std::vector<int64_t>& rdims) {
+  Dims kd = full;
+  for (int64_t d : rdims) kd[d] = 1;
+  return reshape(reduced, kd);
+}
+
+static std::string int_list(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+Value Builder::dot_general(Value a, Value b, std::vector<int64_t> lb, std::vector<int64_t> rb,
+                           std::vector<int64_t> lc, std::vector<int64_t> rc, DType result) {
+  Dims out;
+  for (int64_t d : lb) out.push_back(dims(a)[d]);
+  auto free_dims = [&](Value v, const std::vector<int64_t>& batch, const std::vector<int64_t>& con) {
+    for (int64_t i = 0; i < rank(v); ++i)
+      if (std::find(batch.begin(), batch.end(), i) == batch.end() &&
+          std::find(con.begin(), con.end(), i) == con.end())
+        out.push_back(dims(v)[i]);
+  };
+  for (size_t i = 0; i < lc.size(); ++i)
+    if (dims(a)[lc[i]] != dims(b)[rc[i]])
+      throw LoweringError("matmul: contracting sizes differ: " + shape_str(dims(a)) + " and " + shape_str(dims(b)));
+  free_dims(a, lb, lc);
+  free_dims(b, rb, rc);
+  std::string dn = "#stablehlo.dot<";
+  std::vector<std::string> parts;
+  if (!lb.empty()) {
+    parts.push_back("lhs_batching_dimensions = " + int_list(lb));
+    parts.push_back("rhs_batching_dimensions = " + int_list(rb));
+  }
+  parts.push_back("lhs_contracting_dimensions = " + int_list(lc));
+  parts.push_back("rhs_contracting_dimensions = " + int_list(rc));
+  for (size_t i = 0; i < parts.size(); ++i) dn += (i ? ", " : "") + parts[i];
+  dn += ">";
+  return g_.add("stablehlo.dot_general", {a, b}, Type{result, out}, {Attr::text("dot_dimension_numbers", dn)});
+}
+
+Value Builder::gather(Value a, Value indices, const std::vector<int64_t>& index_dims,
+                      const std::vector<int64_t>& offset_dims, Dims result_dims) {
+  Dims slice_sizes = dims(a);
+  for (int64_t d : index_dims) slice_sizes[d] = 1;
+  std::vector<int64_t> collapsed = index_dims;
+  std::sort(collapsed.begin(), collapsed.end());
+  std::string dn = "#stablehlo.gather<";
+  if (!offset_dims.empty()) dn += "offset_dims = " + int_list(offset_dims) + ", ";
+  dn += "collapsed_slice_dims = " + int_list(collapsed) + ", start_index_map = " + int_list(index_dims) +
+        ", index_vector_dim = " + std::to_string(rank(indices) - 1) + ">";
+  return g_.add("stablehlo.gather", {a, indices}, Type{dtype(a), std::move(result_dims)},
+                {Attr::text("dimension_numbers", dn), Attr::array("slice_sizes", slice_sizes),
+                 Attr::text("indices_are_sorted", "false")});
+}
+
+Value Builder::scatter(Value a, Value indices, Value updates, const std::vector<int64_t>& index_dims,
+                       const std::vector<int64_t>& window_dims, Body body) {
+  std::vector<int64_t> inserted = index_dims;
+  std::sort(inserted.begin(), inserted.end());
+  std::string dn = "#stablehlo.scatter<";
+  if (!window_dims.empty()) dn += "update_window_dims = " + int_list(window_dims) + ", ";
+  dn += "inserted_window_dims = " + int_list(inserted) + ", scatter_dims_to_operand_dims = " +
+        int_list(index_dims) + ", index_vector_dim = " + std::to_string(rank(indices) - 1) + ">";
+  return g_.add("stablehlo.scatter", {a, indices, updates}, type(a),
+                {Attr::text("scatter_dimension_numbers", dn), Attr::text("indices_are_sorted", "false"),
+                 Attr::text("unique_indices", "false")},
+                body);
+}
+
+}  // namespace torchtpu::ops

@@ -1,0 +1,114 @@
+// Builder: typed helpers that append StableHLO nodes to an ir::Graph. Every
+// lowering in ops/ is written with these; shapes are checked here so a bad
+// lowering fails while building, not inside XLA.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace torchtpu::ops {
+
+using ir::Body;
+using ir::Dims;
+using ir::DType;
+using ir::Type;
+using ir::Value;
+
+enum class Cmp { kEQ, kNE, kLT, kLE, kGT, kGE };
+
+class Builder {
+ public:
+  explicit Builder(ir::Graph& g) : g_(g) {}
+  ir::Graph& graph() { return g_; }
+
+  const Type& type(Value v) const { return g_.type(v); }
+  const Dims& dims(Value v) const { return g_.type(v).dims; }
+  DType dtype(Value v) const { return g_.type(v).dtype; }
+  int64_t rank(Value v) const { return g_.type(v).rank(); }
+
+  Value constant(DType t, double v, Dims dims = {});
+  Value zeros_like(Value v) { return constant(dtype(v), 0, dims(v)); }
+  Value full_like(Value v, double x) { return constant(dtype(v), x, dims(v)); }
+
+  Value unary(const char* op, Value a);
+  // Same-shape, same-dtype elementwise op (callers broadcast and convert).
+  Value binary(const char* op, Value a, Value b);
+  // Numpy broadcasting of both sides, then the op.
+  Value binary_bcast(const char* op, Value a, Value b);
+  Value add(Value a, Value b) { return binary_bcast("stablehlo.add", a, b); }
+  Value sub(Value a, Value b) { return binary_bcast("stablehlo.subtract", a, b); }
+  Value mul(Value a, Value b) { return binary_bcast("stablehlo.multiply", a, b); }
+  Value div(Value a, Value b) { return binary_bcast("stablehlo.divide", a, b); }
+  Value max(Value a, Value b) { return binary_bcast("stablehlo.maximum", a, b); }
+  Value min(Value a, Value b) { return binary_bcast("stablehlo.minimum", a, b); }
+  Value neg(Value a) { return unary("stablehlo.negate", a); }
+  Value exp(Value a) { return unary("stablehlo.exponential", a); }
+  Value log(Value a) { return unary("stablehlo.log", a); }
+  Value sqrt(Value a) { return unary("stablehlo.sqrt", a); }
+  Value rsqrt(Value a) { return unary("stablehlo.rsqrt", a); }
+  Value tanh(Value a) { return unary("stablehlo.tanh", a); }
+  // Scalar-times-value helpers with structural constants.
+  Value add_c(Value a, double c) { return add(a, constant(dtype(a), c)); }
+  Value mul_c(Value a, double c) { return mul(a, constant(dtype(a), c)); }
+
+  Value compare(Value a, Value b, Cmp cmp);  // broadcasts; result bool
+  Value select(Value pred, Value on_true, Value on_false);  // broadcasts all three
+  Value convert(Value a, DType t);
+  Value bitcast_convert(Value a, DType t);
+
+  Value reshape(Value a, Dims dims);
+  Value transpose(Value a, std::vector<int64_t> perm);
+  Value broadcast_in_dim(Value a, Dims dims, std::vector<int64_t> bdims);
+  // Numpy-style broadcast of `a` to `dims` (trailing alignment).
+  Value broadcast_to(Value a, const Dims& dims);
+  Value slice(Value a, Dims start, Dims limit, Dims strides = {});
+  Value slice_dim(Value a, int64_t dim, int64_t start, int64_t limit, int64_t step = 1);
+  Value concatenate(const std::vector<Value>& vs, int64_t dim);
+  Value pad(Value a, Value pad_value, Dims low, Dims high, Dims interior = {});
+  Value iota(DType t, Dims dims, int64_t dim);
+  Value dynamic_update_slice(Value a, Value update, const std::vector<int64_t>& start);
+
+  // Reduction over `dims` with a structural init value.
+  Value reduce(Value a, std::vector<int64_t> dims, Body body, double init);
+  Value reduce_sum(Value a, std::vector<int64_t> dims) { return reduce(a, std::move(dims), Body::kAdd, 0); }
+  Value reduce_max(Value a, std::vector<int64_t> dims);
+  Value reduce_min(Value a, std::vector<int64_t> dims);
+  // Reinserts reduced dims as size 1 (keepdim).
+  Value keepdim(Value reduced, const Dims& full, const std::vector<int64_t>& dims);
+
+  // dot_general with batch and contracting dimension lists.
+  Value dot_general(Value a, Value b, std::vector<int64_t> lhs_batch, std::vector<int64_t> rhs_batch,
+                    std::vector<int64_t> lhs_contract, std::vector<int64_t> rhs_contract,
+                    DType result);
+
+  // Gathers slices of `a` at `indices` (shape [..., k], last dim the index
+  // vector over `index_dims` of a); those dims are collapsed, the others are
+  // taken whole and placed at `offset_dims` of the result.
+  Value gather(Value a, Value indices, const std::vector<int64_t>& index_dims,
+               const std::vector<int64_t>& offset_dims, Dims result_dims);
+  // Scatter counterpart: `updates` hold whole windows of the non-indexed dims
+  // at `window_dims`; body kReplace or kAdd.
+  Value scatter(Value a, Value indices, Value updates, const std::vector<int64_t>& index_dims,
+                const std::vector<int64_t>& window_dims, Body body);
+
+  // Lowest / highest finite or infinite values used as identities.
+  static double lowest(DType t);
+  static double highest(DType t);
+
+ private:
+  ir::Graph& g_;
+};
+
+std::string cmp_attr(Cmp c, DType t);
+std::string shape_str(const Dims& d);
+
+// Thrown by lowerings for unsupported or invalid cases; the aten layer turns
+// it into a Python error naming the op.
+struct LoweringError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace torchtpu::ops

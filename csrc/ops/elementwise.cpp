@@ -1,0 +1,82 @@
+#include "ops/elementwise.h"
+
+#include <cmath>
+
+namespace torchtpu::ops {
+
+Value erf(Builder& b, Value x) { return b.graph().add("chlo.erf", {x}, b.type(x)); }
+
+Value sigmoid(Builder& b, Value x) { return b.unary("stablehlo.logistic", x); }
+
+Value gelu(Builder& b, Value x, bool tanh_approx) {
+  if (tanh_approx) {
+    const double k = std::sqrt(2.0 / M_PI);
+    Value x3 = b.mul(b.mul(x, x), x);
+    Value inner = b.mul_c(b.add(x, b.mul_c(x3, 0.044715)), k);
+    return b.mul(b.mul_c(x, 0.5), b.add_c(b.tanh(inner), 1.0));
+  }
+  Value cdf = b.mul_c(b.add_c(erf(b, b.mul_c(x, M_SQRT1_2)), 1.0), 0.5);
+  return b.mul(x, cdf);
+}
+
+Value gelu_backward(Builder& b, Value grad, Value x, bool tanh_approx) {
+  if (tanh_approx) {
+    const double k = std::sqrt(2.0 / M_PI);
+    Value x2 = b.mul(x, x);
+    Value inner = b.mul_c(b.add(x, b.mul_c(b.mul(x2, x), 0.044715)), k);
+    Value t = b.tanh(inner);
+    Value dinner = b.mul_c(b.add_c(b.mul_c(x2, 3 * 0.044715), 1.0), k);
+    Value left = b.mul_c(b.add_c(t, 1.0), 0.5);
+    Value one_minus_t2 = b.sub(b.full_like(t, 1.0), b.mul(t, t));
+    Value right = b.mul(b.mul(b.mul_c(x, 0.5), one_minus_t2), dinner);
+    return b.mul(grad, b.add(left, right));
+  }
+  Value cdf = b.mul_c(b.add_c(erf(b, b.mul_c(x, M_SQRT1_2)), 1.0), 0.5);
+  Value pdf = b.mul_c(b.exp(b.mul_c(b.mul(x, x), -0.5)), 1.0 / std::sqrt(2.0 * M_PI));
+  return b.mul(grad, b.add(cdf, b.mul(x, pdf)));
+}
+
+Value silu(Builder& b, Value x) { return b.mul(x, sigmoid(b, x)); }
+
+Value silu_backward(Builder& b, Value grad, Value x) {
+  Value s = sigmoid(b, x);
+  Value one = b.full_like(x, 1.0);
+  return b.mul(grad, b.mul(s, b.add(one, b.mul(x, b.sub(one, s)))));
+}
+
+Value relu(Builder& b, Value x) {
+  if (b.dtype(x) == DType::kBool) return x;
+  return b.max(x, b.zeros_like(x));
+}
+
+Value sign(Builder& b, Value x) {
+  if (b.dtype(x) == DType::kBool) return x;
+  if (is_unsigned_int(b.dtype(x)))
+    return b.convert(b.compare(x, b.zeros_like(x), Cmp::kNE), b.dtype(x));
+  return b.unary("stablehlo.sign", x);
+}
+
+Value floor_divide(Builder& b, Value a, Value c) {
+  if (is_float(b.dtype(a))) return b.unary("stablehlo.floor", b.div(a, c));
+  // Truncating division, then step down where the signs differ and it is inexact.
+  Value q = b.div(a, c);
+  Value r = b.binary_bcast("stablehlo.remainder", a, c);
+  Value zero = b.zeros_like(r);
+  Value inexact = b.compare(r, zero, Cmp::kNE);
+  Value signs_differ = b.compare(b.compare(r, zero, Cmp::kLT), b.compare(b.broadcast_to(c, b.dims(r)), zero, Cmp::kLT), Cmp::kNE);
+  Value fix = b.graph().add("stablehlo.and", {inexact, signs_differ}, b.type(inexact));
+  return b.select(fix, b.sub(q, b.full_like(q, 1)), q);
+}
+
+Value remainder(Builder& b, Value a, Value c) {
+  // Python remainder: result has the divisor's sign.
+  Value r = b.binary_bcast("stablehlo.remainder", a, c);
+  Value cb = b.broadcast_to(c, b.dims(r));
+  Value zero = b.zeros_like(r);
+  Value nonzero = b.compare(r, zero, Cmp::kNE);
+  Value signs_differ = b.compare(b.compare(r, zero, Cmp::kLT), b.compare(cb, zero, Cmp::kLT), Cmp::kNE);
+  Value fix = b.graph().add("stablehlo.and", {nonzero, signs_differ}, b.type(nonzero));
+  return b.select(fix, b.add(r, cb), r);
+}
+
+}  // namespace torchtpu::ops

@@ -1,0 +1,51 @@
+#include "ops/random.h"
+
+#include <cmath>
+
+namespace torchtpu::ops {
+
+namespace {
+Value u32c(Builder& b, double v, const Dims& d) { return b.constant(DType::kU32, v, d); }
+
+// lowbias32 (Chris Wellons): an invertible u32 hash with low bias.
+Value hash32(Builder& b, Value x) {
+  const Dims& d = b.dims(x);
+  auto xorshift = [&](Value v, int s) {
+    return b.binary("stablehlo.xor", v, b.binary("stablehlo.shift_right_logical", v, u32c(b, s, d)));
+  };
+  x = xorshift(x, 16);
+  x = b.mul(x, u32c(b, 0x7feb352d, d));
+  x = xorshift(x, 15);
+  x = b.mul(x, u32c(b, 0x846ca68b, d));
+  return xorshift(x, 16);
+}
+}  // namespace
+
+Value random_bits(Builder& b, Value key0, Value key1, const Dims& dims, uint32_t stream) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  Dims flat{n};
+  Value counter = b.iota(DType::kU32, flat, 0);
+  if (stream) counter = b.add(counter, u32c(b, static_cast<double>(stream) * 2654435761.0 - 4294967296.0 * std::floor(static_cast<double>(stream) * 2654435761.0 / 4294967296.0), flat));
+  Value k0 = b.broadcast_to(key0, flat), k1 = b.broadcast_to(key1, flat);
+  Value h = hash32(b, b.binary("stablehlo.xor", counter, k0));
+  h = hash32(b, b.add(h, k1));
+  return b.reshape(h, dims);
+}
+
+Value uniform01(Builder& b, Value key0, Value key1, const Dims& dims, uint32_t stream) {
+  Value bits = random_bits(b, key0, key1, dims, stream);
+  Value top = b.binary("stablehlo.shift_right_logical", bits, u32c(b, 8, dims));
+  return b.mul(b.convert(top, DType::kF32), b.constant(DType::kF32, 1.0 / 16777216.0, dims));
+}
+
+Value normal01(Builder& b, Value key0, Value key1, const Dims& dims) {
+  Value u1 = uniform01(b, key0, key1, dims, 1);
+  Value u2 = uniform01(b, key0, key1, dims, 2);
+  // 1 - u1 lies in (0, 1], so the log is finite.
+  Value r = b.sqrt(b.mul(b.log(b.sub(b.constant(DType::kF32, 1.0, dims), u1)), b.constant(DType::kF32, -2.0, dims)));
+  Value theta = b.mul(u2, b.constant(DType::kF32, 2.0 * M_PI, dims));
+  return b.mul(r, b.unary("stablehlo.cosine", theta));
+}
+
+}  // namespace torchtpu::ops

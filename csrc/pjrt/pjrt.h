@@ -1,0 +1,167 @@
+// PJRT C API wrapper: plugin loading, Client, Device, Buffer, Executable and
+// Event with RAII ownership. No torch and no IR here: this layer speaks only of
+// PJRT objects, element types and bytes.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+struct PJRT_Api;
+struct PJRT_Client;
+struct PJRT_Device;
+struct PJRT_Buffer;
+struct PJRT_Event;
+struct PJRT_LoadedExecutable;
+struct PJRT_Error;
+
+namespace torchtpu::pjrt {
+
+// Element types, numbered as PJRT_Buffer_Type in pjrt_c_api.h.
+enum class ElementType : int {
+  kPred = 1, kS8 = 2, kS16 = 3, kS32 = 4, kS64 = 5, kU8 = 6, kU16 = 7,
+  kU32 = 8, kU64 = 9, kF16 = 10, kF32 = 11, kF64 = 12, kBF16 = 13,
+};
+int64_t element_size(ElementType t);
+
+// A failed PJRT call. `code` is the absl status code the plugin reported
+// (3 invalid argument, 8 resource exhausted, 12 unimplemented, 13 internal).
+class Error : public std::runtime_error {
+ public:
+  Error(int code, const std::string& what) : std::runtime_error(what), code_(code) {}
+  int code() const { return code_; }
+ private:
+  int code_;
+};
+
+// The loaded plugin: dlopen'd library plus its PJRT_Api table. Lives for the
+// process (plugins are never unloaded). Throws Error if the library cannot be
+// opened, lacks GetPjrtApi, or its major API version differs from our header.
+class Plugin {
+ public:
+  static const Plugin& load(const std::string& path);
+  const PJRT_Api* api() const { return api_; }
+  const std::string& path() const { return path_; }
+  int major_version() const;
+  int minor_version() const;
+  // Plugin attributes as "name=value" text lines (for fingerprints and logs).
+  std::vector<std::pair<std::string, std::string>> attributes() const;
+ private:
+  Plugin(const PJRT_Api* api, std::string path) : api_(api), path_(std::move(path)) {}
+  const PJRT_Api* api_;
+  std::string path_;
+};
+
+// Throws Error from a PJRT_Error (destroying it); no-op when err is null.
+void check(const PJRT_Api* api, PJRT_Error* err, const char* what);
+
+// A completion event. wait() blocks and throws Error if the work it tracks
+// failed. on_ready() runs the callback (with an empty string, or the error
+// message) on a plugin thread once ready.
+class Event {
+ public:
+  Event(const PJRT_Api* api, PJRT_Event* ev) : api_(api), ev_(ev) {}
+  ~Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  bool is_ready() const;
+  void wait() const;
+  void on_ready(std::function<void(const std::string& error)> cb);
+ private:
+  const PJRT_Api* api_;
+  PJRT_Event* ev_;
+};
+
+// A device buffer. Owns its PJRT_Buffer; destroyed when the last shared_ptr
+// goes. Dims and type are cached at creation.
+class Buffer {
+ public:
+  Buffer(const PJRT_Api* api, PJRT_Buffer* buf);
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  PJRT_Buffer* raw() const { return buf_; }
+  ElementType type() const { return type_; }
+  const std::vector<int64_t>& dims() const { return dims_; }
+  int64_t byte_size() const;  // dense size: product(dims) * element_size
+  // Copies the whole buffer to dst (byte_size() bytes, dense row-major) and
+  // waits for it. Throws Error if the buffer's producing computation failed.
+  void to_host(void* dst, int64_t nbytes) const;
+  // Blocks until the buffer is ready; throws if its computation failed.
+  void await_ready() const;
+ private:
+  const PJRT_Api* api_;
+  PJRT_Buffer* buf_;
+  ElementType type_;
+  std::vector<int64_t> dims_;
+};
+using BufferPtr = std::shared_ptr<Buffer>;
+
+// Result of one execution: one output buffer per result, plus the event that
+// fires when the device finished.
+struct ExecuteResult {
+  std::vector<BufferPtr> outputs;
+  std::shared_ptr<Event> done;
+};
+
+class Client;
+
+// A compiled, loaded executable for one device (portable) or all devices.
+class Executable {
+ public:
+  Executable(const Client* client, PJRT_LoadedExecutable* exe);
+  ~Executable();
+  Executable(const Executable&) = delete;
+  Executable& operator=(const Executable&) = delete;
+  size_t num_outputs() const { return num_outputs_; }
+  // Runs on `device` (index into Client::devices()). `donated` lists argument
+  // indices whose buffers may be donated; all others are passed as
+  // non-donatable. Returns without waiting for the device.
+  ExecuteResult execute(const std::vector<Buffer*>& args, int device,
+                        const std::vector<int64_t>& donatable = {}) const;
+  // Serialized executable (PJRT_Executable_Serialize); throws Error if the
+  // plugin cannot serialize.
+  std::string serialize() const;
+  // Compiled memory sizes in bytes (argument, output, temp, ...); -1 if unknown.
+  int64_t peak_memory_bytes() const;
+ private:
+  const Client* client_;
+  PJRT_LoadedExecutable* exe_;
+  size_t num_outputs_ = 0;
+};
+using ExecutablePtr = std::shared_ptr<Executable>;
+
+// A PJRT client over the plugin's devices.
+class Client {
+ public:
+  // cpu_device_count <= 0 leaves the plugin's own default (the CPU plugin's
+  // default is 4, so callers pass an explicit count).
+  static std::unique_ptr<Client> create(const Plugin& plugin, int64_t cpu_device_count);
+  ~Client();
+  const PJRT_Api* api() const { return api_; }
+  PJRT_Client* raw() const { return client_; }
+  const std::string& platform_name() const { return platform_name_; }
+  const std::string& platform_version() const { return platform_version_; }
+  int num_devices() const { return static_cast<int>(devices_.size()); }
+  PJRT_Device* device(int i) const { return devices_.at(i); }
+  // Copies dense row-major host data to the device; the copy is complete (host
+  // memory reusable) when this returns.
+  BufferPtr buffer_from_host(const void* data, ElementType type,
+                             const std::vector<int64_t>& dims, int device) const;
+  // Compiles a program in format "mlir" (StableHLO text) with serialized
+  // CompileOptionsProto bytes.
+  ExecutablePtr compile(const std::string& mlir, const std::string& options) const;
+  // Reloads Executable::serialize() output.
+  ExecutablePtr deserialize(const std::string& blob, const std::string& options) const;
+ private:
+  Client(const PJRT_Api* api, PJRT_Client* client);
+  const PJRT_Api* api_;
+  PJRT_Client* client_;
+  std::string platform_name_, platform_version_;
+  std::vector<PJRT_Device*> devices_;
+};
+
+}  // namespace torchtpu::pjrt

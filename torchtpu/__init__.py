@@ -1,0 +1,52 @@
+"""torchtpu: an XLA device as a native PyTorch device, type "tpu".
+
+    import torch, torchtpu
+    device = torchtpu.get_device()        # torch.device("tpu:0")
+    model = MyModel().to(device)
+"""
+import torch
+
+from . import env
+from ._plugin import plugin_path
+
+_PLUGIN = plugin_path()
+
+torch.utils.rename_privateuse1_backend("tpu")
+
+from . import _C  # noqa: E402
+
+_C._init(_PLUGIN, int(env.get("TORCHTPU_CPU_DEVICES")))
+_C._set_fallback_error(env.get("TORCHTPU_CPU_FALLBACK") == "error")
+
+from . import debug, device_module  # noqa: E402
+from .modes import eager_mode, get_eager_mode, set_eager_mode  # noqa: E402
+from . import _printing  # noqa: E402,F401
+
+torch._register_device_module("tpu", device_module)
+torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
+
+set_eager_mode(env.get("TORCHTPU_EAGER_MODE"))
+
+
+def get_device(index: int = None) -> torch.device:
+    """The tpu device (the current one when `index` is None)."""
+    return torch.device("tpu", device_module.current_device() if index is None else index)
+
+
+def platform() -> str:
+    """What runs the tpu device: "cpu", "cuda" or "tpu"."""
+    return _C._platform()
+
+
+def synchronize() -> None:
+    """Waits until all queued device work has finished (raising its errors)."""
+    _C._synchronize()
+
+
+def plugin() -> str:
+    """Path of the loaded PJRT plugin."""
+    return _PLUGIN
+
+
+__all__ = ["get_device", "platform", "synchronize", "set_eager_mode", "get_eager_mode", "eager_mode",
+           "debug", "env", "plugin"]
