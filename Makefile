@@ -1,0 +1,45 @@
+# make demo: set up, build, and train the demo model on the tpu device.
+# make test: set up, build, and run the whole test suite (C++ and Python).
+PYTHON ?= python3
+VENV := .venv
+VPY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+JOBS ?= $(shell nproc)
+
+.PHONY: all system-deps setup build test demo bench clean
+
+all: build
+
+$(STAMP): requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(VPY) -m pip install -q --upgrade pip
+	$(VPY) -m pip install -q -r requirements.txt
+	$(VPY) -c "import os, site; open(os.path.join(site.getsitepackages()[0], 'torchtpu-dev.pth'), 'w').write(os.getcwd() + '\n')"
+	touch $@
+
+# GoogleTest (and ccache, to speed rebuilds) come from Debian when missing.
+system-deps:
+	@if [ ! -f /usr/include/gtest/gtest.h ] || ! command -v ccache >/dev/null; then \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq libgtest-dev ccache >/dev/null; \
+	fi
+
+setup: $(STAMP) system-deps
+
+build: setup
+	cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release \
+	  -DPython_EXECUTABLE=$(abspath $(VPY)) -DCMAKE_MAKE_PROGRAM=$(abspath $(VENV)/bin/ninja) >/dev/null
+	cmake --build build -j$(JOBS)
+
+test: build
+	build/torchtpu_cpp_tests
+	$(VPY) -m pytest -q tests
+
+demo: build
+	$(VPY) examples/train_gpt.py
+
+bench: build
+	$(VPY) benchmarks/dispatch.py
+
+clean:
+	rm -rf build torchtpu/_C*.so
