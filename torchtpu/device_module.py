@@ -25,6 +25,27 @@ def set_device(device) -> None:
     _C._set_device(index)
 
 
+class device:
+    """Context manager that makes `index` (an int, "tpu:N" or torch.device) the
+    current tpu device inside the block; None leaves it unchanged."""
+
+    def __init__(self, index):
+        if isinstance(index, (str, torch.device)):
+            index = torch.device(index).index
+        self.index = -1 if index is None else int(index)
+        self.previous = -1
+
+    def __enter__(self):
+        self.previous = current_device()
+        if self.index >= 0 and self.index != self.previous:
+            set_device(self.index)
+
+    def __exit__(self, *exc):
+        if self.index >= 0 and self.index != self.previous:
+            set_device(self.previous)
+        return False
+
+
 def synchronize(device=None) -> None:
     """Waits until every queued op on the device has finished."""
     _C._synchronize()

@@ -316,6 +316,64 @@ at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& i
   return index_tensor(self, idx);
 }
 
+// out = self with alpha * source rows added at `index` along `dim`.
+at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
+                          const at::Scalar& alpha, at::Tensor& out) {
+  TPU_COUNT("aten::index_add.out");
+  TORCH_CHECK_INDEX(index.dim() <= 1, "index_add_(): Index is supposed to be a vector");
+  TORCH_CHECK(self.dim() > 0, "index_add: 0-d self is not supported on tpu");
+  int64_t w = at::maybe_wrap_dim(dim, self.dim());
+  TORCH_CHECK(source.dim() == self.dim() && source.size(w) == index.numel(),
+              "index_add_(): source must have the shape of self with dim ", w, " of size index.numel()");
+  check_same_device("aten::index_add", self.device(), {&index, &source, &out});
+  std::vector<at::Tensor> idx(w);
+  idx.push_back(index.reshape({-1}));
+  Kernel k("aten::index_add", self);
+  Builder& b = k.b();
+  IndexPlan p = plan_index(k, self, idx);
+  Value v = k.in(source, self.scalar_type());
+  v = b.mul(v, b.broadcast_to(k.scalar(alpha, self.scalar_type()), b.dims(v)));
+  Value r = b.scatter(k.in(self), p.stacked, v, p.indexed, p.offset_dims, ir::Body::kAdd);
+  k.into_resized(out, r);
+  k.run();
+  return out;
+}
+at::Tensor index_add(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
+                     const at::Scalar& alpha) {
+  at::Tensor out = empty_device({0}, self.scalar_type(), self.device().index());
+  return index_add_out(self, dim, index, source, alpha, out);
+}
+at::Tensor& index_add_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
+                       const at::Scalar& alpha) {
+  return index_add_out(self, dim, index, source, alpha, self);
+}
+
+// Broadcasts self and mask, then selects through a boolean index.
+at::Tensor masked_select(const at::Tensor& self, const at::Tensor& mask) {
+  TPU_COUNT("aten::masked_select");
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_select: expected BoolTensor for mask");
+  std::vector<int64_t> shape = at::infer_size(self.sizes(), mask.sizes());
+  c10::List<std::optional<at::Tensor>> idx;
+  idx.push_back(mask.expand(shape));
+  return index_tensor(self.expand(shape), idx);
+}
+
+// Writes source's leading elements, in order, where mask (broadcast to self) is true.
+at::Tensor& masked_scatter_(at::Tensor& self, const at::Tensor& mask, const at::Tensor& source) {
+  TPU_COUNT("aten::masked_scatter_");
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_scatter_ only supports boolean masks, but got mask with dtype ",
+              mask.scalar_type());
+  c10::List<std::optional<at::Tensor>> masks;
+  masks.push_back(mask.expand(self.sizes()));
+  c10::List<std::optional<at::Tensor>> idx;
+  for (const at::Tensor& i : expand_indices(self, masks)) idx.push_back(i);
+  int64_t n = idx.empty() ? 0 : idx.get(0)->numel();
+  TORCH_CHECK(source.numel() >= n, "masked_scatter: expected source to have at least ", n, " elements, got ",
+              source.numel());
+  if (n == 0) return self;
+  return index_put_impl(self, idx, source.reshape({-1}).narrow(0, 0, n), false, false);
+}
+
 // Full index tuples for gather/scatter along `dim`: [index.shape..., rank].
 Value gather_tuples(Kernel& k, const at::Tensor& self, int64_t dim, const at::Tensor& index) {
   Builder& b = k.b();
@@ -520,6 +578,41 @@ at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& se
   return out;
 }
 
+// nll_loss2d: input [N, C, d...], target [N, d...], as nll_loss over N*prod(d) rows.
+at::Tensor rows_of(const at::Tensor& self) {
+  std::vector<int64_t> perm{0};
+  for (int64_t i = 2; i < self.dim(); ++i) perm.push_back(i);
+  perm.push_back(1);
+  return self.permute(perm).reshape({-1, self.size(1)});
+}
+
+std::tuple<at::Tensor, at::Tensor> nll_loss2d_forward(const at::Tensor& self, const at::Tensor& target,
+                                                      const std::optional<at::Tensor>& weight, int64_t reduction,
+                                                      int64_t ignore_index) {
+  TPU_COUNT("aten::nll_loss2d_forward");
+  TORCH_CHECK(self.dim() == 4 && target.dim() == 3, "nll_loss2d: expected 4D input and 3D target, got ",
+              self.sizes(), " and ", target.sizes());
+  auto [out, total] =
+      aten::nll_loss_forward(rows_of(self), target.reshape({-1}), weight, reduction, ignore_index);
+  if (reduction == at::Reduction::None) out = out.view(target.sizes());
+  return std::make_tuple(out, total);
+}
+
+at::Tensor nll_loss2d_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                               const std::optional<at::Tensor>& weight, int64_t reduction, int64_t ignore_index,
+                               const at::Tensor& total_weight) {
+  TPU_COUNT("aten::nll_loss2d_backward");
+  at::Tensor g = reduction == at::Reduction::None ? grad_output.reshape({-1}) : grad_output;
+  at::Tensor rows = aten::nll_loss_backward(g, rows_of(self), target.reshape({-1}), weight, reduction,
+                                            ignore_index, total_weight);
+  std::vector<int64_t> shape{self.size(0)};
+  for (int64_t i = 2; i < self.dim(); ++i) shape.push_back(self.size(i));
+  shape.push_back(self.size(1));
+  std::vector<int64_t> perm{0, self.dim() - 1};
+  for (int64_t i = 1; i < self.dim() - 1; ++i) perm.push_back(i);
+  return rows.view(shape).permute(perm).contiguous();
+}
+
 // ---- triangular masks, arange ------------------------------------------------------------
 
 Value tri_value(Kernel& k, const at::Tensor& self, int64_t diagonal, bool upper) {
@@ -619,8 +712,10 @@ at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at:
   Builder& b = k.b();
   auto [k0, k1] = keys(k, g, self);
   ir::Dims d = to_dims(self.sizes());
-  Value u = ops::uniform01(b, k0, k1, d);
-  at::ScalarType ct = self.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  at::ScalarType st = self.scalar_type();
+  int digits = st == at::kBFloat16 ? 8 : st == at::kHalf ? 11 : 24;
+  Value u = ops::uniform01(b, k0, k1, d, 0, digits);
+  at::ScalarType ct = st == at::kDouble ? at::kDouble : at::kFloat;
   u = b.convert(u, to_ir(ct));
   Value r = b.add(b.broadcast_to(k.scalar(from, ct), d), b.mul(u, b.broadcast_to(k.scalar(to - from, ct), d)));
   k.into(self, r);
@@ -709,6 +804,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("index.Tensor", TORCH_FN(index_tensor));
   m.impl("_index_put_impl_", TORCH_FN(index_put_impl));
   m.impl("index_select", TORCH_FN(index_select));
+  m.impl("index_add", TORCH_FN(index_add));
+  m.impl("index_add_", TORCH_FN(index_add_));
+  m.impl("index_add.out", TORCH_FN(index_add_out));
+  m.impl("masked_select", TORCH_FN(masked_select));
+  m.impl("masked_scatter_", TORCH_FN(masked_scatter_));
   m.impl("gather", TORCH_FN(gather));
   m.impl("scatter.src", TORCH_FN(scatter_src));
   m.impl("scatter_.src", TORCH_FN(scatter_src_));
@@ -719,6 +819,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("embedding_dense_backward", TORCH_FN(embedding_dense_backward));
   m.impl("nll_loss_forward", TORCH_FN(nll_loss_forward));
   m.impl("nll_loss_backward", TORCH_FN(nll_loss_backward));
+  m.impl("nll_loss2d_forward", TORCH_FN(nll_loss2d_forward));
+  m.impl("nll_loss2d_backward", TORCH_FN(nll_loss2d_backward));
   m.impl("triu", TORCH_FN(triu));
   m.impl("triu_", TORCH_FN(triu_));
   m.impl("triu.out", TORCH_FN(triu_out));

@@ -141,6 +141,9 @@ Value l_trunc(Builder& b, Value x) {
   return b.select(b.compare(x, b.zeros_like(x), Cmp::kLT), b.unary("stablehlo.ceil", x), b.unary("stablehlo.floor", x));
 }
 Value l_sign(Builder& b, Value x) { return ops::sign(b, x); }
+Value l_isnan(Builder& b, Value x) {
+  return ir::is_float(b.dtype(x)) ? b.compare(x, x, Cmp::kNE) : b.constant(DType::kBool, 0, b.dims(x));
+}
 Value l_relu(Builder& b, Value x) { return ops::relu(b, x); }
 Value l_silu(Builder& b, Value x) { return ops::silu(b, x); }
 Value l_not(Builder& b, Value x) { return b.unary("stablehlo.not", x); }
@@ -195,8 +198,13 @@ TPU_BINARY(ge, "ge", Kind::kCompare, l_cmp<Cmp::kGE>)
 Value pow_lower(Builder& b, Value x, Value y) {
   return b.binary_bcast("stablehlo.power", x, y);
 }
+void check_int_pow(const at::Tensor& a, const at::Scalar& e) {
+  TORCH_CHECK(!(at::isIntegralType(a.scalar_type(), true) && e.isIntegral(true) && e.toLong() < 0),
+              "Integers to negative integer powers are not allowed.");
+}
 at::Tensor pow_ts(const at::Tensor& a, const at::Scalar& e) {
   TPU_COUNT("aten::pow.Tensor_Scalar");
+  check_int_pow(a, e);
   at::Tensor w = wrap(e);
   if (e.isFloatingPoint() && e.toDouble() == 2.0) {
     at::ScalarType ct = compute_type(Kind::kArith, at::result_type(a, w));
@@ -207,10 +215,12 @@ at::Tensor pow_ts(const at::Tensor& a, const at::Scalar& e) {
   return binary("aten::pow", Kind::kArith, pow_lower, a, w, Dest::kNew);
 }
 at::Tensor& pow_ts_out(const at::Tensor& a, const at::Scalar& e, at::Tensor& out) {
+  check_int_pow(a, e);
   binary("aten::pow.Tensor_Scalar_out", Kind::kArith, pow_lower, a, wrap(e), Dest::kOut, &out);
   return out;
 }
 at::Tensor& pow_ts_(at::Tensor& a, const at::Scalar& e) {
+  check_int_pow(a, e);
   binary("aten::pow_.Scalar", Kind::kArith, pow_lower, a, wrap(e), Dest::kInplace, &a);
   return a;
 }
@@ -267,9 +277,20 @@ TPU_UNARY(ceil, "ceil", Kind::kArith, l_ceil)
 TPU_UNARY(round, "round", Kind::kArith, l_round)
 TPU_UNARY(trunc, "trunc", Kind::kArith, l_trunc)
 TPU_UNARY(sign, "sign", Kind::kArith, l_sign)
+TPU_UNARY(sgn, "sgn", Kind::kArith, l_sign)  // real dtypes only: sgn is sign
 TPU_UNARY(silu, "silu", Kind::kFloat, l_silu)
 TPU_UNARY(bitwise_not, "bitwise_not", Kind::kArith, l_not)
 TPU_UNARY(logical_not, "logical_not", Kind::kLogical, l_logical_not)
+
+at::Tensor isnan(const at::Tensor& a) {
+  TPU_COUNT("aten::isnan");
+  return unary("aten::isnan", Kind::kCompare, l_isnan, a, Dest::kNew);
+}
+at::Tensor& isnan_out(const at::Tensor& a, at::Tensor& out) {
+  TPU_COUNT("aten::isnan.out");
+  unary("aten::isnan.out", Kind::kCompare, l_isnan, a, Dest::kOut, &out);
+  return out;
+}
 
 at::Tensor relu(const at::Tensor& a) {
   TPU_COUNT("aten::relu");
@@ -291,6 +312,9 @@ at::Tensor add_sub(const char* op, bool subtract, const at::Tensor& a, const at:
   TORCH_CHECK(!(subtract && ct == at::kBool),
               "Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or `logical_xor()` "
               "operator instead.");
+  TORCH_CHECK(!(subtract && (a.scalar_type() == at::kBool || b.scalar_type() == at::kBool)),
+              "Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to invert a "
+              "mask, use the `~` or `logical_not()` operator instead.");
   Kernel k(op, dev);
   Value x = k.in(a, ct), y = k.in(b, ct);
   bool unit = alpha.isIntegral(true) ? alpha.toLong() == 1 : alpha.toDouble() == 1.0;
@@ -716,6 +740,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   TPU_REG_UNARY(round, "round")
   TPU_REG_UNARY(trunc, "trunc")
   TPU_REG_UNARY(sign, "sign")
+  TPU_REG_UNARY(sgn, "sgn")
+  m.impl("isnan", TORCH_FN(isnan));
+  m.impl("isnan.out", TORCH_FN(isnan_out));
   TPU_REG_UNARY(silu, "silu")
   TPU_REG_UNARY(bitwise_not, "bitwise_not")
   TPU_REG_UNARY(logical_not, "logical_not")

@@ -6,6 +6,25 @@ namespace torchtpu::eager {
 
 OpGraph::OpGraph(const char* op_name, int device) : op_name_(op_name), device_(device), b_(g_) {}
 
+// The bytes of flat `v` as a flat array of `to` (PyTorch's storage view,
+// e.g. torch.save reading any storage as uint8). Bool goes through uint8.
+ir::Value OpGraph::reinterpret(ir::Value v, ir::DType to) {
+  const ir::DType from = g_.type(v).dtype;
+  if (from == to) return v;
+  if (from == ir::DType::kBool) return reinterpret(b_.convert(v, ir::DType::kU8), to);
+  if (to == ir::DType::kBool) return b_.convert(reinterpret(v, ir::DType::kU8), to);
+  const int64_t m = g_.type(v).dims[0], sf = ir::byte_size(from), st = ir::byte_size(to);
+  if (sf == st) return b_.bitcast_convert(v, to);
+  if (sf > st) {
+    ir::Value split = g_.add("stablehlo.bitcast_convert", {v}, ir::Type{to, {m, sf / st}});
+    return b_.reshape(split, {m * (sf / st)});
+  }
+  const int64_t r = st / sf, whole = m / r;
+  if (whole * r != m) v = b_.slice(v, {0}, {whole * r});
+  ir::Value grouped = b_.reshape(v, {whole, r});
+  return g_.add("stablehlo.bitcast_convert", {grouped}, ir::Type{to, {whole}});
+}
+
 ir::Value OpGraph::param_for(StorageValue* s, ir::DType dtype) {
   // The latest value of a storage already written in this graph wins.
   for (auto it = outputs_.rbegin(); it != outputs_.rend(); ++it)
@@ -16,12 +35,9 @@ ir::Value OpGraph::param_for(StorageValue* s, ir::DType dtype) {
   pjrt::BufferPtr buf = s->buffer();
   if (!buf) return b_.constant(dtype, 0, {n});
   if (s->dtype() != dtype) {
-    if (ir::byte_size(s->dtype()) != ir::byte_size(dtype))
-      throw ops::LoweringError(std::string("a storage written as ") + ir::mlir_name(s->dtype()) +
-                               " cannot be read as " + ir::mlir_name(dtype));
-    ir::Value p = g_.parameter(ir::Type{s->dtype(), {n}});
+    ir::Value p = g_.parameter(ir::Type{s->dtype(), {s->numel(s->dtype())}});
     inputs_.push_back({s, buf, p});
-    return b_.bitcast_convert(p, dtype);
+    return reinterpret(p, dtype);
   }
   ir::Value p = g_.parameter(ir::Type{dtype, {n}});
   inputs_.push_back({s, std::move(buf), p});

@@ -43,6 +43,7 @@ class OpGraph {
     ir::Value flat;
   };
   ir::Value param_for(StorageValue* s, ir::DType dtype);
+  ir::Value reinterpret(ir::Value v, ir::DType to);
 
   const char* op_name_;
   int device_;

@@ -33,10 +33,10 @@ Value random_bits(Builder& b, Value key0, Value key1, const Dims& dims, uint32_t
   return b.reshape(h, dims);
 }
 
-Value uniform01(Builder& b, Value key0, Value key1, const Dims& dims, uint32_t stream) {
+Value uniform01(Builder& b, Value key0, Value key1, const Dims& dims, uint32_t stream, int digits) {
   Value bits = random_bits(b, key0, key1, dims, stream);
-  Value top = b.binary("stablehlo.shift_right_logical", bits, u32c(b, 8, dims));
-  return b.mul(b.convert(top, DType::kF32), b.constant(DType::kF32, 1.0 / 16777216.0, dims));
+  Value top = b.binary("stablehlo.shift_right_logical", bits, u32c(b, 32 - digits, dims));
+  return b.mul(b.convert(top, DType::kF32), b.constant(DType::kF32, std::ldexp(1.0, -digits), dims));
 }
 
 Value normal01(Builder& b, Value key0, Value key1, const Dims& dims) {
