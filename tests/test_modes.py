@@ -182,8 +182,6 @@ def test_new_shape_compiles_again():
     assert debug.metrics()["compilations"] >= 3
 
 
-@pytest.mark.xfail(strict=True, reason="kernels_pointwise.cpp TPU_BINARY counts 'aten::' SCHEMA without the "
-                                       "overload: mul.Tensor is counted as 'aten::mul', mul_.Tensor as 'aten::mul_'")
 def test_ops_counted_by_overload_name():
     a = rand(3, 3).to("tpu")
     debug.reset_metrics()
@@ -297,8 +295,6 @@ def test_shape_error_raised_at_the_op(mode):
     assert torch.equal((a + a).cpu(), torch.full((3,), 2.0))
 
 
-@pytest.mark.xfail(strict=True, reason="kernels_pointwise.cpp binary() does not route the Builder's LoweringError "
-                                       "through aten::rethrow_lowering, so the message lacks the op name")
 def test_shape_error_names_the_op():
     torchtpu.set_eager_mode("debug")
     with pytest.raises(RuntimeError, match=r"aten::add.*\[3\].*\[4\]"):

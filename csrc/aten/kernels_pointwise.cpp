@@ -82,7 +82,12 @@ at::Tensor binary(const char* op, Kind kind, Bin f, const at::Tensor& a, const a
   check_same_device(op, dev, {&a, &b, target});
   at::ScalarType ct = compute_type(kind, at::result_type(a, b));
   Kernel k(op, dev);
-  Value r = f(k.b(), k.in(a, ct), k.in(b, ct));
+  Value r;
+  try {
+    r = f(k.b(), k.in(a, ct), k.in(b, ct));
+  } catch (const ops::LoweringError& e) {
+    rethrow_lowering(op, e);
+  }
   return finish(k, r, result_type(kind, ct), dest, target);
 }
 
@@ -90,7 +95,12 @@ at::Tensor unary(const char* op, Kind kind, Un f, const at::Tensor& a, Dest dest
   at::ScalarType ct = compute_type(kind, a.scalar_type());
   Kernel k(op, a);
   if (target) check_same_device(op, a.device(), {target});
-  Value r = f(k.b(), k.in(a, ct));
+  Value r;
+  try {
+    r = f(k.b(), k.in(a, ct));
+  } catch (const ops::LoweringError& e) {
+    rethrow_lowering(op, e);
+  }
   return finish(k, r, result_type(kind, ct), dest, target);
 }
 
@@ -105,7 +115,6 @@ Value l_mul(Builder& b, Value x, Value y) {
 Value l_div(Builder& b, Value x, Value y) { return b.div(x, y); }
 Value l_max(Builder& b, Value x, Value y) { return b.max(x, y); }
 Value l_min(Builder& b, Value x, Value y) { return b.min(x, y); }
-Value l_pow(Builder& b, Value x, Value y) { return b.binary_bcast("stablehlo.power", x, y); }
 Value l_atan2(Builder& b, Value x, Value y) { return b.binary_bcast("stablehlo.atan2", x, y); }
 Value l_fmod(Builder& b, Value x, Value y) { return b.binary_bcast("stablehlo.remainder", x, y); }
 Value l_remainder(Builder& b, Value x, Value y) { return ops::remainder(b, x, y); }
@@ -151,13 +160,13 @@ Value l_logical_not(Builder& b, Value x) { return b.unary("stablehlo.not", b.con
 
 // ---- generated kernel families ----------------------------------------------
 
-#define TPU_BINARY(NAME, SCHEMA, KIND, FN)                                                         \
+#define TPU_BINARY(NAME, SCHEMA, OVL, KIND, FN)                                                         \
   at::Tensor tpu_##NAME(const at::Tensor& a, const at::Tensor& b) {                                      \
-    TPU_COUNT("aten::" SCHEMA);                                                                    \
+    TPU_COUNT("aten::" SCHEMA OVL);                                                                \
     return binary("aten::" SCHEMA, KIND, FN, a, b, Dest::kNew);                                    \
   }                                                                                                \
   at::Tensor& tpu_##NAME##_(at::Tensor& a, const at::Tensor& b) {                                        \
-    TPU_COUNT("aten::" SCHEMA "_");                                                                \
+    TPU_COUNT("aten::" SCHEMA "_" OVL);                                                            \
     binary("aten::" SCHEMA "_", KIND, FN, a, b, Dest::kInplace, &a);                               \
     return a;                                                                                      \
   }                                                                                                \
@@ -172,27 +181,26 @@ Value l_logical_not(Builder& b, Value x) { return b.unary("stablehlo.not", b.con
     return tpu_##NAME##_out(a, wrap(b), out);                                                            \
   }
 
-TPU_BINARY(mul, "mul", Kind::kArith, l_mul)
-TPU_BINARY(div, "div", Kind::kFloat, l_div)
-TPU_BINARY(maximum, "maximum", Kind::kArith, l_max)
-TPU_BINARY(minimum, "minimum", Kind::kArith, l_min)
-TPU_BINARY(pow, "pow", Kind::kFloat, l_pow)
-TPU_BINARY(atan2, "atan2", Kind::kFloat, l_atan2)
-TPU_BINARY(fmod, "fmod", Kind::kArith, l_fmod)
-TPU_BINARY(remainder, "remainder", Kind::kArith, l_remainder)
-TPU_BINARY(floor_divide, "floor_divide", Kind::kArith, l_floor_divide)
-TPU_BINARY(bitwise_and, "bitwise_and", Kind::kArith, l_and)
-TPU_BINARY(bitwise_or, "bitwise_or", Kind::kArith, l_or)
-TPU_BINARY(bitwise_xor, "bitwise_xor", Kind::kArith, l_xor)
-TPU_BINARY(logical_and, "logical_and", Kind::kLogical, l_and)
-TPU_BINARY(logical_or, "logical_or", Kind::kLogical, l_or)
-TPU_BINARY(logical_xor, "logical_xor", Kind::kLogical, l_xor)
-TPU_BINARY(eq, "eq", Kind::kCompare, l_cmp<Cmp::kEQ>)
-TPU_BINARY(ne, "ne", Kind::kCompare, l_cmp<Cmp::kNE>)
-TPU_BINARY(lt, "lt", Kind::kCompare, l_cmp<Cmp::kLT>)
-TPU_BINARY(le, "le", Kind::kCompare, l_cmp<Cmp::kLE>)
-TPU_BINARY(gt, "gt", Kind::kCompare, l_cmp<Cmp::kGT>)
-TPU_BINARY(ge, "ge", Kind::kCompare, l_cmp<Cmp::kGE>)
+TPU_BINARY(mul, "mul", ".Tensor", Kind::kArith, l_mul)
+TPU_BINARY(div, "div", ".Tensor", Kind::kFloat, l_div)
+TPU_BINARY(maximum, "maximum", "", Kind::kArith, l_max)
+TPU_BINARY(minimum, "minimum", "", Kind::kArith, l_min)
+TPU_BINARY(atan2, "atan2", "", Kind::kFloat, l_atan2)
+TPU_BINARY(fmod, "fmod", ".Tensor", Kind::kArith, l_fmod)
+TPU_BINARY(remainder, "remainder", ".Tensor", Kind::kArith, l_remainder)
+TPU_BINARY(floor_divide, "floor_divide", "", Kind::kArith, l_floor_divide)
+TPU_BINARY(bitwise_and, "bitwise_and", ".Tensor", Kind::kArith, l_and)
+TPU_BINARY(bitwise_or, "bitwise_or", ".Tensor", Kind::kArith, l_or)
+TPU_BINARY(bitwise_xor, "bitwise_xor", ".Tensor", Kind::kArith, l_xor)
+TPU_BINARY(logical_and, "logical_and", "", Kind::kLogical, l_and)
+TPU_BINARY(logical_or, "logical_or", "", Kind::kLogical, l_or)
+TPU_BINARY(logical_xor, "logical_xor", "", Kind::kLogical, l_xor)
+TPU_BINARY(eq, "eq", ".Tensor", Kind::kCompare, l_cmp<Cmp::kEQ>)
+TPU_BINARY(ne, "ne", ".Tensor", Kind::kCompare, l_cmp<Cmp::kNE>)
+TPU_BINARY(lt, "lt", ".Tensor", Kind::kCompare, l_cmp<Cmp::kLT>)
+TPU_BINARY(le, "le", ".Tensor", Kind::kCompare, l_cmp<Cmp::kLE>)
+TPU_BINARY(gt, "gt", ".Tensor", Kind::kCompare, l_cmp<Cmp::kGT>)
+TPU_BINARY(ge, "ge", ".Tensor", Kind::kCompare, l_cmp<Cmp::kGE>)
 
 // pow with integer exponents stays integral; a float exponent promotes.
 Value pow_lower(Builder& b, Value x, Value y) {
@@ -319,7 +327,12 @@ at::Tensor add_sub(const char* op, bool subtract, const at::Tensor& a, const at:
   Value x = k.in(a, ct), y = k.in(b, ct);
   bool unit = alpha.isIntegral(true) ? alpha.toLong() == 1 : alpha.toDouble() == 1.0;
   if (!unit) y = k.b().mul(y, k.b().broadcast_to(k.scalar(alpha, ct), k.b().dims(y)));
-  Value r = subtract ? k.b().sub(x, y) : l_add(k.b(), x, y);
+  Value r;
+  try {
+    r = subtract ? k.b().sub(x, y) : l_add(k.b(), x, y);
+  } catch (const ops::LoweringError& e) {
+    rethrow_lowering(op, e);
+  }
   return finish(k, r, ct, dest, target);
 }
 

@@ -65,9 +65,13 @@ std::string literal(DType t, double v) {
       std::snprintf(buf, sizeof buf, "0x%04X", f32_to_f16_bits(static_cast<float>(v)));
       return buf;
     case DType::kU64:
-      std::snprintf(buf, sizeof buf, "%llu", static_cast<unsigned long long>(v));
+      // Doubles at the type's ends saturate (reduction identities).
+      if (v >= 18446744073709551615.0) return "18446744073709551615";
+      std::snprintf(buf, sizeof buf, "%llu", static_cast<unsigned long long>(v < 0 ? 0 : v));
       return buf;
     default:
+      if (v >= 9223372036854775807.0) return "9223372036854775807";
+      if (v <= -9223372036854775808.0) return "-9223372036854775808";
       std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
       return buf;
   }

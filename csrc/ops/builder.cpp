@@ -47,11 +47,11 @@ double Builder::highest(DType t) {
     case DType::kBool: return 1;
     case DType::kU8: return 255;
     case DType::kU32: return 4294967295.0;
-    case DType::kU64: return 18446744073709549568.0;
+    case DType::kU64: return 18446744073709551616.0;
     case DType::kS8: return 127;
     case DType::kS16: return 32767;
     case DType::kS32: return 2147483647.0;
-    case DType::kS64: return 9223372036854774784.0;
+    case DType::kS64: return 9223372036854775808.0;
     default: return std::numeric_limits<double>::infinity();
   }
 }

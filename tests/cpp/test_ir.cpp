@@ -169,3 +169,14 @@ TEST_F(Golden, ErfParses) {
   g.outputs = {g.add("chlo.erf", {x}, b.type(x))};
   EXPECT_NEAR(run(g, {{0.5f}})[0], 0.5204999f, 1e-6);
 }
+
+TEST(Printer, Int64IdentitiesSaturate) {
+  Graph g;
+  g.outputs = {g.constant(DType::kS64, ops::Builder::highest(DType::kS64)),
+               g.constant(DType::kS64, ops::Builder::lowest(DType::kS64)),
+               g.constant(DType::kU64, ops::Builder::highest(DType::kU64))};
+  std::string text = ir::print_stablehlo(g);
+  EXPECT_NE(text.find("dense<9223372036854775807> : tensor<i64>"), std::string::npos) << text;
+  EXPECT_NE(text.find("dense<-9223372036854775808> : tensor<i64>"), std::string::npos) << text;
+  EXPECT_NE(text.find("dense<18446744073709551615> : tensor<ui64>"), std::string::npos) << text;
+}
