@@ -162,13 +162,7 @@ at::Tensor cat_impl(const at::ITensorListRef& tensors, int64_t dim, const at::Te
   std::vector<Value> vs;
   for (const at::Tensor* t : used) vs.push_back(k.in(*t, rt));
   Value r = vs.empty() ? k.in(*ref, rt) : k.b().concatenate(vs, w);
-  at::Tensor result;
-  if (out) {
-    k.into_resized(*out, r);
-    result = *out;
-  } else {
-    result = k.out(r, rt);
-  }
+  at::Tensor result = k.result(r, rt, out);
   k.run();
   return result;
 }

@@ -49,13 +49,7 @@ at::Tensor sum_impl(const at::Tensor& self, at::OptionalIntArrayRef dim, bool ke
   auto dims = reduce_dims(self, dim);
   Value x = k.in(self, acc_type(rt));
   Value r = keep(k.b(), k.b().reduce_sum(x, dims), self, dims, keepdim);
-  at::Tensor result;
-  if (out) {
-    k.into_resized(*out, r);
-    result = *out;
-  } else {
-    result = k.out(r, rt);
-  }
+  at::Tensor result = k.result(r, rt, out);
   k.run();
   return result;
 }
@@ -84,13 +78,7 @@ at::Tensor mean_impl(const at::Tensor& self, at::OptionalIntArrayRef dim, bool k
   Value s = b.reduce_sum(k.in(self, at_), dims);
   Value r = keep(b, b.div(s, b.constant(to_ir(at_), static_cast<double>(count_of(self, dims)), b.dims(s))), self,
                  dims, keepdim);
-  at::Tensor result;
-  if (out) {
-    k.into_resized(*out, r);
-    result = *out;
-  } else {
-    result = k.out(r, rt);
-  }
+  at::Tensor result = k.result(r, rt, out);
   k.run();
   return result;
 }
@@ -307,13 +295,7 @@ at::Tensor vector_norm_impl(const at::Tensor& self, const at::Scalar& ord, at::O
     r = b.binary_bcast("stablehlo.power", s, b.div(b.constant(to_ir(ct), 1.0), k.scalar(ord, ct)));
   }
   r = keep(b, r, self, dims, keepdim);
-  at::Tensor result;
-  if (out) {
-    k.into_resized(*out, r);
-    result = *out;
-  } else {
-    result = k.out(r, rt);
-  }
+  at::Tensor result = k.result(r, rt, out);
   k.run();
   return result;
 }
@@ -346,13 +328,7 @@ at::Tensor softmax_impl(const char* op, bool log, const at::Tensor& self, int64_
   Kernel k(op, self);
   int64_t w = at::maybe_wrap_dim(dim, self.dim());
   Value r = softmax_value(k.b(), k.in(self, acc_type(self.scalar_type())), w, log);
-  at::Tensor result;
-  if (out) {
-    k.into_resized(*out, r);
-    result = *out;
-  } else {
-    result = k.out(r, rt);
-  }
+  at::Tensor result = k.result(r, rt, out);
   k.run();
   return result;
 }

@@ -113,6 +113,12 @@ void Kernel::into_resized(const at::Tensor& out, Value v) {
   into(out, v);
 }
 
+at::Tensor Kernel::result(Value v, at::ScalarType dtype, const at::Tensor* out) {
+  if (!out) return this->out(v, dtype);
+  into_resized(*out, v);
+  return *out;
+}
+
 [[noreturn]] void rethrow_lowering(const char* op, const std::exception& e) {
   TORCH_CHECK(false, op, ": ", e.what());
 }

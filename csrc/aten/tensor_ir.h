@@ -46,6 +46,8 @@ class Kernel {
   void into(const at::Tensor& dst, Value v);
   // For out= variants: resizes `out` to v's shape (if needed) and writes.
   void into_resized(const at::Tensor& out, Value v);
+  // `v` into `out` (resized) when given, else into a new tensor of `dtype`.
+  at::Tensor result(Value v, at::ScalarType dtype, const at::Tensor* out);
   void run() { og_.run(); }
 
  private:
