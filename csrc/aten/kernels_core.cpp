@@ -124,7 +124,7 @@ const at::Tensor& resize_(const at::Tensor& self, at::IntArrayRef size, std::opt
     auto* fresh_value = static_cast<eager::StorageValue*>(fresh.get_context());
     if (old->buffer()) {
       DType dt = to_ir(self.scalar_type());
-      eager::OpGraph og("aten::resize_", self.device().index());
+      eager::OpGraph og(self.device().index());
       ir::Value flat = og.read_flat(old, dt);
       int64_t n_new = fresh_value->numel(dt), n_old = og.b().dims(flat)[0];
       ir::Value grown = og.b().pad(flat, og.b().constant(dt, 0), {0}, {n_new - n_old});

@@ -174,9 +174,13 @@ Value l_logical_not(Builder& b, Value x) { return b.unary("stablehlo.not", b.con
     TPU_COUNT("aten::" SCHEMA ".out");                                                             \
     binary("aten::" SCHEMA ".out", KIND, FN, a, b, Dest::kOut, &out);                              \
     return out;                                                                                    \
-  }                                                                                                \
-  at::Tensor tpu_##NAME##_s(const at::Tensor& a, const at::Scalar& b) { return tpu_##NAME(a, wrap(b)); }       \
-  at::Tensor& tpu_##NAME##_s_(at::Tensor& a, const at::Scalar& b) { return tpu_##NAME##_(a, wrap(b)); }        \
+  }
+
+// The .Scalar overloads of a TPU_BINARY family, for ops whose Scalar forms
+// have no composite kernel.
+#define TPU_BINARY_SCALAR(NAME)                                                                         \
+  at::Tensor tpu_##NAME##_s(const at::Tensor& a, const at::Scalar& b) { return tpu_##NAME(a, wrap(b)); } \
+  at::Tensor& tpu_##NAME##_s_(at::Tensor& a, const at::Scalar& b) { return tpu_##NAME##_(a, wrap(b)); }  \
   at::Tensor& tpu_##NAME##_s_out(const at::Tensor& a, const at::Scalar& b, at::Tensor& out) {            \
     return tpu_##NAME##_out(a, wrap(b), out);                                                            \
   }
@@ -201,6 +205,14 @@ TPU_BINARY(lt, "lt", ".Tensor", Kind::kCompare, l_cmp<Cmp::kLT>)
 TPU_BINARY(le, "le", ".Tensor", Kind::kCompare, l_cmp<Cmp::kLE>)
 TPU_BINARY(gt, "gt", ".Tensor", Kind::kCompare, l_cmp<Cmp::kGT>)
 TPU_BINARY(ge, "ge", ".Tensor", Kind::kCompare, l_cmp<Cmp::kGE>)
+TPU_BINARY_SCALAR(fmod)
+TPU_BINARY_SCALAR(remainder)
+TPU_BINARY_SCALAR(eq)
+TPU_BINARY_SCALAR(ne)
+TPU_BINARY_SCALAR(lt)
+TPU_BINARY_SCALAR(le)
+TPU_BINARY_SCALAR(gt)
+TPU_BINARY_SCALAR(ge)
 
 // pow with integer exponents stays integral; a float exponent promotes.
 Value pow_lower(Builder& b, Value x, Value y) {

@@ -70,7 +70,7 @@ void check_same_device(const char* op, c10::Device device, std::initializer_list
   }
 }
 
-Kernel::Kernel(const char* op, c10::Device device) : op_(op), device_(device), og_(op, device.index()) {
+Kernel::Kernel(const char* op, c10::Device device) : op_(op), device_(device), og_(device.index()) {
   TORCH_CHECK(device.type() == c10::DeviceType::PrivateUse1, op, ": expected a tpu tensor, got one on ", device);
 }
 

@@ -4,7 +4,7 @@
 
 namespace torchtpu::eager {
 
-OpGraph::OpGraph(const char* op_name, int device) : op_name_(op_name), device_(device), b_(g_) {}
+OpGraph::OpGraph(int device) : device_(device), b_(g_) {}
 
 // The bytes of flat `v` as a flat array of `to` (PyTorch's storage view,
 // e.g. torch.save reading any storage as uint8). Bool goes through uint8.

@@ -15,7 +15,7 @@ namespace torchtpu::eager {
 
 class OpGraph {
  public:
-  OpGraph(const char* op_name, int device);
+  explicit OpGraph(int device);
   ops::Builder& b() { return b_; }
   int device() const { return device_; }
 
@@ -45,7 +45,6 @@ class OpGraph {
   ir::Value param_for(StorageValue* s, ir::DType dtype);
   ir::Value reinterpret(ir::Value v, ir::DType to);
 
-  const char* op_name_;
   int device_;
   ir::Graph g_;
   ops::Builder b_;

@@ -67,7 +67,6 @@ void Runtime::init(const std::string& plugin_path, int64_t cpu_devices) {
   std::unique_ptr<Runtime> r(new Runtime());
   const pjrt::Plugin& plugin = pjrt::Plugin::load(plugin_path);
   r->client_ = pjrt::Client::create(plugin, cpu_devices);
-  r->plugin_path_ = plugin_path;
   ir::Hasher h;
   h.str(r->client_->platform_name().c_str());
   h.str(r->client_->platform_version().c_str());
@@ -102,12 +101,11 @@ pjrt::ExecutablePtr Runtime::executable_for(const ir::Graph& g, bool* hit) {
 pjrt::BufferPtr Runtime::scalar_buffer(ir::DType dtype, double value, int device) {
   uint64_t bits;
   std::memcpy(&bits, &value, 8);
-  uint64_t key = bits * 0x9E3779B97F4A7C15ULL ^ (static_cast<uint64_t>(dtype) << 56) ^
-                 (static_cast<uint64_t>(device) << 48);
+  const ScalarKey key{bits, dtype, device};
   {
     std::lock_guard<std::mutex> lock(scalar_mu_);
     auto it = scalars_.find(key);
-    if (it != scalars_.end() && it->second->type() == to_pjrt(dtype)) return it->second;
+    if (it != scalars_.end()) return it->second;
   }
   alignas(8) unsigned char buf[8] = {0};
   switch (dtype) {

@@ -77,14 +77,25 @@ class Runtime {
  private:
   Runtime() = default;
   std::unique_ptr<pjrt::Client> client_;
-  std::string plugin_path_;
   EagerMode mode_ = EagerMode::kStrict;
   cache::ExecutableCache cache_;
   std::atomic<int64_t> compilations_{0};
   ir::GraphKey salt_;
 
+  struct ScalarKey {
+    uint64_t bits;
+    ir::DType dtype;
+    int device;
+    bool operator==(const ScalarKey& o) const { return bits == o.bits && dtype == o.dtype && device == o.device; }
+  };
+  struct ScalarKeyHash {
+    size_t operator()(const ScalarKey& k) const {
+      return static_cast<size_t>(k.bits * 0x9E3779B97F4A7C15ULL ^ (static_cast<uint64_t>(k.dtype) << 56) ^
+                                 (static_cast<uint64_t>(k.device) << 48));
+    }
+  };
   std::mutex scalar_mu_;
-  std::unordered_map<uint64_t, pjrt::BufferPtr> scalars_;
+  std::unordered_map<ScalarKey, pjrt::BufferPtr, ScalarKeyHash> scalars_;
 
   std::mutex events_mu_;
   std::vector<std::shared_ptr<pjrt::Event>> in_flight_;

@@ -40,8 +40,8 @@ double Builder::lowest(DType t) {
   }
 }
 
-// 64-bit maxima are not doubles: use the largest double below 2^63 / 2^64, so
-// the literal converts back to an integer without overflow.
+// 64-bit maxima are not doubles: 2^63 / 2^64 stand for them, and the printer
+// saturates them to the type's largest value.
 double Builder::highest(DType t) {
   switch (t) {
     case DType::kBool: return 1;

@@ -26,7 +26,9 @@ Value random_bits(Builder& b, Value key0, Value key1, const Dims& dims, uint32_t
   for (int64_t d : dims) n *= d;
   Dims flat{n};
   Value counter = b.iota(DType::kU32, flat, 0);
-  if (stream) counter = b.add(counter, u32c(b, static_cast<double>(stream) * 2654435761.0 - 4294967296.0 * std::floor(static_cast<double>(stream) * 2654435761.0 / 4294967296.0), flat));
+  // Each stream starts the counter at a different (Knuth-hashed) offset.
+  const uint32_t start = stream * 2654435761u;
+  if (start) counter = b.add(counter, u32c(b, start, flat));
   Value k0 = b.broadcast_to(key0, flat), k1 = b.broadcast_to(key1, flat);
   Value h = hash32(b, b.binary("stablehlo.xor", counter, k0));
   h = hash32(b, b.add(h, k1));
