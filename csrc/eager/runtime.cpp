@@ -4,8 +4,6 @@
 #include <stdexcept>
 
 #include "eager/metrics.h"
-#include "ir/printer.h"
-#include "pjrt/compile_options.h"
 
 namespace torchtpu::eager {
 
@@ -79,23 +77,6 @@ bool Runtime::initialized() { return instance() != nullptr; }
 Runtime& Runtime::get() {
   if (!instance()) throw std::runtime_error("torchtpu runtime is not initialized (import torchtpu first)");
   return *instance();
-}
-
-pjrt::ExecutablePtr Runtime::executable_for(const ir::Graph& g, bool* hit) {
-  ir::GraphKey key = ir::graph_key(g, salt_);
-  return cache_.get_or_compile(
-      key,
-      [&] {
-        std::string text = ir::print_stablehlo(g);
-        pjrt::CompileOptions opts;
-        ++compilations_;
-        try {
-          return client_->compile(text, opts.encode());
-        } catch (const pjrt::Error& e) {
-          throw std::runtime_error(std::string(e.what()) + "\nStableHLO:\n" + text);
-        }
-      },
-      hit);
 }
 
 pjrt::BufferPtr Runtime::scalar_buffer(ir::DType dtype, double value, int device) {

@@ -62,8 +62,11 @@ class Runtime {
   int64_t compilations() const { return compilations_; }
   void reset_compilations() { compilations_ = 0; }
 
-  // Compiles or fetches the executable for a graph (its outputs set).
+  // Compile cache (compile.cpp). Compiles or fetches the executable for a
+  // graph (its outputs set).
   pjrt::ExecutablePtr executable_for(const ir::Graph& g, bool* hit);
+  // Turns on the disk tiers (an empty directory leaves that tier off).
+  void configure_cache(const std::string& local_dir, const std::string& shared_dir, int64_t max_bytes);
 
   // A 0-d device buffer holding `value` (recently used values are kept).
   pjrt::BufferPtr scalar_buffer(ir::DType dtype, double value, int device);
