@@ -37,7 +37,7 @@ def _gpt_batches(data, n):
     return out
 
 
-@pytest.mark.parametrize("mode", ["debug", "strict"])
+@pytest.mark.parametrize("mode", ["debug", "strict", "fused"])
 @pytest.mark.parametrize("opt", ["sgd", "adamw"])
 def test_mlp_matches_cpu(mode, opt):
     torch.manual_seed(0)
@@ -52,7 +52,7 @@ def test_mlp_matches_cpu(mode, opt):
         torch.testing.assert_close(p_tpu.detach().cpu(), p_cpu.detach(), rtol=1e-4, atol=1e-5, msg=name)
 
 
-@pytest.mark.parametrize("mode", ["debug", "strict"])
+@pytest.mark.parametrize("mode", ["debug", "strict", "fused"])
 def test_decoder_matches_cpu(mode):
     torch.manual_seed(0)
     data = CharData()

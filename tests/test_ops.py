@@ -9,6 +9,8 @@ import torch.nn.functional as F
 
 import torchtpu
 
+pytestmark = pytest.mark.usefixtures("each_mode")
+
 DEV = torch.device("tpu")
 
 TOL = {

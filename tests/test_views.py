@@ -5,6 +5,8 @@ import torch
 
 import torchtpu  # noqa: F401
 
+pytestmark = pytest.mark.usefixtures("each_mode")
+
 
 def base(*shape, dtype=torch.float32):
     n = 1

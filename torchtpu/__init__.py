@@ -4,6 +4,9 @@
     device = torchtpu.get_device()        # torch.device("tpu:0")
     model = MyModel().to(device)
 """
+import atexit
+import os
+
 import torch
 
 from . import env
@@ -16,7 +19,25 @@ torch.utils.rename_privateuse1_backend("tpu")
 from . import _C  # noqa: E402
 
 _C._init(_PLUGIN, int(env.get("TORCHTPU_CPU_DEVICES")))
+from . import cache  # noqa: E402
+cache._configure_at_import(_PLUGIN)
 _C._set_fallback_error(env.get("TORCHTPU_CPU_FALLBACK") == "error")
+_C._set_fused_max_ops(int(env.get("TORCHTPU_FUSED_MAX_OPS")))
+if env.get("TORCHTPU_SHOW_CPP_STACKTRACES") == "1":
+    os.environ["TORCH_SHOW_CPP_STACKTRACES"] = "1"
+    _C._set_cpp_stacktraces(True)
+
+
+def _library_paths():
+    """Path prefixes of library code: error messages skip their frames to
+    name the user's line."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    ours = [os.path.join(here, f) for f in os.listdir(here) if f.endswith(".py")]
+    return [os.path.dirname(os.path.abspath(torch.__file__)) + os.sep] + ours
+
+
+_C._install_site_hooks(_library_paths())
+atexit.register(_C._shutdown)
 
 from . import debug, device_module  # noqa: E402
 from .modes import eager_mode, get_eager_mode, set_eager_mode  # noqa: E402

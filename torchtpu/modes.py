@@ -2,12 +2,16 @@
 
 - "debug": after every op, waiting for the device; errors surface at the op.
 - "strict": after every op, without waiting (the default).
+- "fused": ops are deferred into one pending graph per device, materialized as
+  one XLA program at sync points (.item(), .cpu(), print, torchtpu.synchronize(),
+  the end of backward()), at a detected loop boundary, or at the size limit
+  (TORCHTPU_FUSED_MAX_OPS).
 """
 import contextlib
 
 from . import _C
 
-MODES = ("debug", "strict")
+MODES = ("debug", "strict", "fused")
 
 
 def set_eager_mode(mode: str) -> None:

@@ -51,16 +51,25 @@ bool covers_storage(const at::Tensor& t) {
 // Device tensor -> new contiguous CPU tensor of the same dtype.
 at::Tensor to_cpu(const at::Tensor& src) {
   at::Tensor dense = src;
-  if (!covers_storage(src) || !storage_value(src)->buffer() ||
-      storage_value(src)->dtype() != to_ir(src.scalar_type())) {
+  eager::Runtime& rt = eager::Runtime::get();
+  bool as_stored;
+  {
+    std::lock_guard<std::recursive_mutex> lock(rt.device_lock(src.device().index()));
+    eager::StorageValue* s = storage_value(src);
+    as_stored = covers_storage(src) && s->has_value() && s->dtype() == to_ir(src.scalar_type());
+  }
+  if (!as_stored) {
     Kernel k("aten::_copy_from", src);
     dense = k.out(k.in(src), src.scalar_type());
     k.run();
   }
   at::Tensor cpu = at::empty(src.sizes(), src.options().device(at::kCPU));
   if (cpu.numel() == 0) return cpu;
-  eager::Runtime::get().download(*storage_value(dense)->buffer(), cpu.data_ptr(),
-                                 cpu.numel() * static_cast<int64_t>(cpu.element_size()));
+  try {
+    rt.host_read(storage_value(dense), cpu.data_ptr(), cpu.numel() * static_cast<int64_t>(cpu.element_size()));
+  } catch (const eager::DeviceError& e) {
+    rethrow_device_error(e);
+  }
   return cpu;
 }
 
@@ -72,11 +81,15 @@ void from_cpu(const at::Tensor& src, const at::Tensor& dst) {
   DType dt = to_ir(dst.scalar_type());
   pjrt::BufferPtr buf = rt.upload(host.data_ptr(), dt, {host.numel()}, dst.device().index());
   if (covers_storage(dst)) {
-    storage_value(dst)->set(std::move(buf), dt);
+    std::lock_guard<std::recursive_mutex> lock(rt.device_lock(dst.device().index()));
+    storage_value(dst)->set_buffer(std::move(buf), dt);
     return;
   }
   at::Tensor staged = empty_device({host.numel()}, dst.scalar_type(), dst.device().index());
-  storage_value(staged)->set(std::move(buf), dt);
+  {
+    std::lock_guard<std::recursive_mutex> lock(rt.device_lock(dst.device().index()));
+    storage_value(staged)->set_buffer(std::move(buf), dt);
+  }
   Kernel k("aten::_copy_from", dst);
   k.into(dst, k.b().reshape(k.in(staged), to_dims(dst.sizes())));
   k.run();
@@ -122,9 +135,10 @@ const at::Tensor& resize_(const at::Tensor& self, at::IntArrayRef size, std::opt
     c10::DeviceGuard guard(self.device());
     c10::DataPtr fresh = device_allocator()->allocate(needed);
     auto* fresh_value = static_cast<eager::StorageValue*>(fresh.get_context());
-    if (old->buffer()) {
+    std::unique_lock<std::recursive_mutex> lock(eager::Runtime::get().device_lock(self.device().index()));
+    if (old->has_value()) {
       DType dt = to_ir(self.scalar_type());
-      eager::OpGraph og(self.device().index());
+      eager::OpGraph og(self.device().index(), "aten::resize_");
       ir::Value flat = og.read_flat(old, dt);
       int64_t n_new = fresh_value->numel(dt), n_old = og.b().dims(flat)[0];
       ir::Value grown = og.b().pad(flat, og.b().constant(dt, 0), {0}, {n_new - n_old});

@@ -1,6 +1,11 @@
 #include "aten/tensor_ir.h"
 
 #include <c10/core/DeviceGuard.h>
+#include <torch/csrc/autograd/engine.h>
+
+#include <atomic>
+
+#include "eager/fused_graph.h"
 
 namespace torchtpu::aten {
 
@@ -70,8 +75,38 @@ void check_same_device(const char* op, c10::Device device, std::initializer_list
   }
 }
 
-Kernel::Kernel(const char* op, c10::Device device) : op_(op), device_(device), og_(device.index()) {
+Kernel::Kernel(const char* op, c10::Device device)
+    : op_(op), device_(check_device(op, device)), og_(device.index(), op) {}
+
+c10::Device Kernel::check_device(const char* op, c10::Device device) {
   TORCH_CHECK(device.type() == c10::DeviceType::PrivateUse1, op, ": expected a tpu tensor, got one on ", device);
+  return device;
+}
+
+namespace {
+std::atomic<bool> backward_flush_queued{false};
+}  // namespace
+
+void Kernel::run() {
+  try {
+    og_.run();
+  } catch (const eager::DeviceError& e) {
+    rethrow_device_error(e);
+  }
+  // Fused Eager materializes at the end of backward(): the first op of a
+  // backward pass on the device queues a callback that runs when it ends.
+  if (eager::Runtime::get().mode() == eager::EagerMode::kFused && torch::autograd::get_current_node() &&
+      !backward_flush_queued.exchange(true)) {
+    torch::autograd::Engine::get_default_engine().queue_callback([] {
+      backward_flush_queued = false;
+      eager::Runtime::get().flush_fused();
+    });
+  }
+}
+
+[[noreturn]] void rethrow_device_error(const eager::DeviceError& e) {
+  if (e.out_of_memory()) TORCH_CHECK_WITH(OutOfMemoryError, false, "tpu out of memory: ", e.what());
+  TORCH_CHECK(false, e.what());
 }
 
 Value Kernel::in(const at::Tensor& t, at::ScalarType as) {

@@ -48,9 +48,12 @@ class Kernel {
   void into_resized(const at::Tensor& out, Value v);
   // `v` into `out` (resized) when given, else into a new tensor of `dtype`.
   at::Tensor result(Value v, at::ScalarType dtype, const at::Tensor* out);
-  void run() { og_.run(); }
+  // Hands the graph to the mode; in Fused Eager inside backward(), also
+  // makes the end of backward a sync point.
+  void run();
 
  private:
+  static c10::Device check_device(const char* op, c10::Device device);
   const char* op_;
   c10::Device device_;
   eager::OpGraph og_;
@@ -59,6 +62,9 @@ class Kernel {
 // Runs the kernel body, turning lowering errors into Python-visible errors
 // that name the op.
 [[noreturn]] void rethrow_lowering(const char* op, const std::exception& e);
+// An error of queued device work as a Python error (torch.OutOfMemoryError
+// for out of memory, else RuntimeError).
+[[noreturn]] void rethrow_device_error(const eager::DeviceError& e);
 
 }  // namespace torchtpu::aten
 

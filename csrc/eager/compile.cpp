@@ -2,11 +2,23 @@
 // compiler call on a miss.
 #include <stdexcept>
 
+#include "cache/disk_entry.h"
 #include "eager/runtime.h"
 #include "ir/printer.h"
 #include "pjrt/compile_options.h"
 
 namespace torchtpu::eager {
+
+namespace {
+
+// The options every graph compiles with. They are part of the disk tiers'
+// fingerprint; options that vary per graph would have to join the graph key.
+const std::string& compile_options() {
+  static const std::string bytes = pjrt::CompileOptions().encode();
+  return bytes;
+}
+
+}  // namespace
 
 pjrt::ExecutablePtr Runtime::executable_for(const ir::Graph& g, bool* hit) {
   ir::GraphKey key = ir::graph_key(g, salt_);
@@ -14,10 +26,9 @@ pjrt::ExecutablePtr Runtime::executable_for(const ir::Graph& g, bool* hit) {
       key,
       [&] {
         std::string text = ir::print_stablehlo(g);
-        pjrt::CompileOptions opts;
         ++compilations_;
         try {
-          return client_->compile(text, opts.encode());
+          return client_->compile(text, compile_options());
         } catch (const pjrt::Error& e) {
           throw std::runtime_error(std::string(e.what()) + "\nStableHLO:\n" + text);
         }
@@ -25,6 +36,24 @@ pjrt::ExecutablePtr Runtime::executable_for(const ir::Graph& g, bool* hit) {
       hit);
 }
 
-void Runtime::configure_cache(const std::string& local_dir, const std::string& shared_dir, int64_t max_bytes) {}
+std::string Runtime::configure_cache(const std::string& local_dir, const std::string& shared_dir, int64_t max_bytes,
+                                     const std::string& identity) {
+  std::string id = "entry format " + std::to_string(cache::kEntryFormatVersion) + "\nplatform " +
+                   client_->platform_name() + " " + client_->platform_version() + "\n" + identity;
+  ir::Hasher h;
+  h.str(id.c_str());
+  h.bytes(compile_options().data(), compile_options().size());
+  cache::DiskConfig config;
+  config.local_dir = local_dir;
+  config.shared_dir = shared_dir;
+  config.max_bytes = max_bytes;
+  config.fingerprint = h.key().hex();
+  config.identity = id;
+  const pjrt::Client* client = client_.get();
+  cache_.configure_disk(config, [client](const std::string& blob) {
+    return client->deserialize(blob, compile_options());
+  });
+  return config.fingerprint;
+}
 
 }  // namespace torchtpu::eager

@@ -13,6 +13,9 @@ enum class EagerMode {
   // Materialize after every op without waiting; host and device overlap until
   // a sync point. The default.
   kStrict,
+  // Defer ops into the device's pending graph; materialize it as one program
+  // at sync points, loop boundaries and the size limit (fused_graph.h).
+  kFused,
 };
 
 EagerMode parse_mode(const std::string& name);  // throws std::invalid_argument

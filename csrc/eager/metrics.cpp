@@ -43,6 +43,12 @@ void Metrics::reset() {
   executions = 0;
   h2d_bytes = 0;
   d2h_bytes = 0;
+  donated_buffers = 0;
+  fused_graphs = 0;
+  fused_ops = 0;
+  cuts_sync = 0;
+  cuts_loop = 0;
+  cuts_size = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     fallbacks_.clear();

@@ -27,6 +27,13 @@ struct Metrics {
   std::atomic<int64_t> executions{0};
   std::atomic<int64_t> h2d_bytes{0};
   std::atomic<int64_t> d2h_bytes{0};
+  std::atomic<int64_t> donated_buffers{0};
+  // Fused Eager: graphs materialized, and why they were cut.
+  std::atomic<int64_t> fused_graphs{0};
+  std::atomic<int64_t> fused_ops{0};
+  std::atomic<int64_t> cuts_sync{0};
+  std::atomic<int64_t> cuts_loop{0};
+  std::atomic<int64_t> cuts_size{0};
 
   void count_fallback(const std::string& op);
   std::map<std::string, int64_t> fallbacks() const;

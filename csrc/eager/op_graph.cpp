@@ -1,10 +1,12 @@
 #include "eager/op_graph.h"
 
+#include "eager/fused_graph.h"
 #include "eager/metrics.h"
 
 namespace torchtpu::eager {
 
-OpGraph::OpGraph(int device) : device_(device), b_(g_) {}
+OpGraph::OpGraph(int device, const char* op)
+    : site_{op, capture_site()}, lock_(Runtime::get().device_lock(device)), device_(device), b_(g_) {}
 
 // The bytes of flat `v` as a flat array of `to` (PyTorch's storage view,
 // e.g. torch.save reading any storage as uint8). Bool goes through uint8.
@@ -28,20 +30,13 @@ ir::Value OpGraph::reinterpret(ir::Value v, ir::DType to) {
 ir::Value OpGraph::param_for(StorageValue* s, ir::DType dtype) {
   // The latest value of a storage already written in this graph wins.
   for (auto it = outputs_.rbegin(); it != outputs_.rend(); ++it)
-    if (it->storage == s && it->dtype == dtype) return it->flat;
+    if (it->storage == s) return reinterpret(it->flat, dtype);
   for (const Input& in : inputs_)
-    if (in.storage == s && g_.type(in.flat).dtype == dtype) return in.flat;
-  const int64_t n = s->numel(dtype);
-  pjrt::BufferPtr buf = s->buffer();
-  if (!buf) return b_.constant(dtype, 0, {n});
-  if (s->dtype() != dtype) {
-    ir::Value p = g_.parameter(ir::Type{s->dtype(), {s->numel(s->dtype())}});
-    inputs_.push_back({s, buf, p});
-    return reinterpret(p, dtype);
-  }
-  ir::Value p = g_.parameter(ir::Type{dtype, {n}});
-  inputs_.push_back({s, std::move(buf), p});
-  return p;
+    if (in.storage == s) return reinterpret(in.param, dtype);
+  if (!s->has_value()) return b_.constant(dtype, 0, {s->numel(dtype)});
+  ir::Value p = g_.parameter(ir::Type{s->dtype(), {s->numel(s->dtype())}});
+  inputs_.push_back({s, nullptr, p});
+  return reinterpret(p, dtype);
 }
 
 ir::Value OpGraph::read_flat(StorageValue* s, ir::DType dtype) { return param_for(s, dtype); }
@@ -79,22 +74,42 @@ void OpGraph::write(StorageValue* s, ir::DType dtype, const ops::ViewMeta& v, ir
 
 void OpGraph::run() {
   if (outputs_.empty()) return;
-  Runtime& rt = Runtime::get();
   g_.outputs.clear();
   for (const Output& o : outputs_) g_.outputs.push_back(o.flat);
-  bool hit = false;
-  pjrt::ExecutablePtr exe = rt.executable_for(g_, &hit);
-  std::vector<pjrt::Buffer*> args;
-  args.reserve(inputs_.size());
-  for (const Input& in : inputs_) args.push_back(in.buffer.get());
-  pjrt::ExecuteResult r = exe->execute(args, device_);
-  metrics().executions.fetch_add(1, std::memory_order_relaxed);
-  for (size_t i = 0; i < outputs_.size(); ++i) outputs_[i].storage->set(r.outputs[i], outputs_[i].dtype);
-  if (rt.mode() == EagerMode::kDebug) {
-    r.done->wait();
+  Runtime& rt = Runtime::get();
+  if (rt.mode() == EagerMode::kFused) {
+    rt.fused(device_).append(g_, inputs_, outputs_, site_);
   } else {
-    rt.track(std::move(r.done));
+    queue();
   }
+  outputs_.clear();
+}
+
+void OpGraph::queue() {
+  // An in-place update donates the old value of the storage it overwrites.
+  std::vector<bool> taken(outputs_.size(), false);
+  for (const Input& in : inputs_) {
+    if (!in.storage) continue;
+    for (size_t j = 0; j < outputs_.size(); ++j)
+      if (!taken[j] && outputs_[j].storage == in.storage && g_.type(outputs_[j].flat) == g_.type(in.param)) {
+        taken[j] = true;
+        g_.donations.push_back({static_cast<int>(g_.node(in.param).param_index), static_cast<int>(j)});
+        break;
+      }
+  }
+  auto t = std::make_unique<Task>();
+  t->device = device_;
+  t->args.reserve(inputs_.size());
+  for (const Input& in : inputs_) t->args.push_back({in.storage ? in.storage->slot() : nullptr, in.scalar});
+  t->outputs.reserve(outputs_.size());
+  for (const Output& o : outputs_) {
+    auto slot = std::make_shared<Slot>();
+    o.storage->set_slot(slot, o.dtype);
+    t->outputs.push_back(std::move(slot));
+  }
+  t->sites.push_back(site_);
+  t->graph = std::make_shared<const ir::Graph>(std::move(g_));
+  Runtime::get().submit(std::move(t));
 }
 
 }  // namespace torchtpu::eager

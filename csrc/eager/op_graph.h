@@ -1,9 +1,12 @@
 // OpGraph: the graph one ATen op builds. Kernels read storages (as views),
 // take scalar arguments, build nodes with the Builder, and write storages;
-// run() hands the graph to the mode, which materializes it (compile on a
-// cache miss, execute, swap the written storages' buffers).
+// run() hands the graph to the mode (DESIGN decision 1): Debug and Strict
+// queue it as one program (Debug waits for it), Fused appends it to the
+// device's pending graph. Holds the device lock from construction to
+// destruction. Nothing executes inside a kernel.
 #pragma once
 
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -15,7 +18,7 @@ namespace torchtpu::eager {
 
 class OpGraph {
  public:
-  explicit OpGraph(int device);
+  OpGraph(int device, const char* op);
   ops::Builder& b() { return b_; }
   int device() const { return device_; }
 
@@ -31,20 +34,29 @@ class OpGraph {
   // Materializes according to the runtime's mode.
   void run();
 
- private:
+  // What the graph reads: one parameter per storage (its whole flat value as
+  // stored) or per scalar, in parameter order.
   struct Input {
-    StorageValue* storage;  // null for scalars
-    pjrt::BufferPtr buffer;
-    ir::Value flat;
+    StorageValue* storage;   // null for scalars
+    pjrt::BufferPtr scalar;  // scalars only
+    ir::Value param;
   };
+  // What it writes: each storage's new flat value.
   struct Output {
     StorageValue* storage;
     ir::DType dtype;
     ir::Value flat;
   };
+
+ private:
   ir::Value param_for(StorageValue* s, ir::DType dtype);
   ir::Value reinterpret(ir::Value v, ir::DType to);
+  void queue();
 
+  // The site is captured before the device lock is taken (capturing takes
+  // the GIL; a thread holding the GIL may wait for the device lock).
+  OpSite site_;
+  std::unique_lock<std::recursive_mutex> lock_;
   int device_;
   ir::Graph g_;
   ops::Builder b_;

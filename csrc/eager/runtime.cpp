@@ -1,7 +1,11 @@
 #include "eager/runtime.h"
 
 #include <cstring>
+#include <algorithm>
 #include <stdexcept>
+#include <thread>
+
+#include "eager/fused_graph.h"
 
 #include "eager/metrics.h"
 
@@ -18,25 +22,30 @@ std::mutex init_mu;
 EagerMode parse_mode(const std::string& name) {
   if (name == "debug") return EagerMode::kDebug;
   if (name == "strict") return EagerMode::kStrict;
-  throw std::invalid_argument("unknown eager mode '" + name + "': expected 'debug' or 'strict'");
+  if (name == "fused") return EagerMode::kFused;
+  throw std::invalid_argument("unknown eager mode '" + name + "': expected 'debug', 'strict' or 'fused'");
 }
 
 const char* mode_name(EagerMode m) {
   switch (m) {
     case EagerMode::kDebug: return "debug";
     case EagerMode::kStrict: return "strict";
+    case EagerMode::kFused: return "fused";
   }
   return "?";
 }
 
-pjrt::BufferPtr StorageValue::buffer() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return buffer_;
+StorageValue::~StorageValue() {
+  if ((pending_gen != 0 || param_gen != 0) && Runtime::initialized()) {
+    Runtime& rt = Runtime::get();
+    std::lock_guard<std::recursive_mutex> lock(rt.device_lock(device_));
+    rt.fused(device_).forget(this);
+  }
 }
 
-void StorageValue::set(pjrt::BufferPtr buffer, ir::DType dtype) {
-  std::lock_guard<std::mutex> lock(mu_);
-  buffer_ = std::move(buffer);
+void StorageValue::set_slot(SlotPtr s, ir::DType dtype) {
+  if (pending_gen != 0 || param_gen != 0) Runtime::get().fused(device_).forget(this);
+  slot_ = std::move(s);
   dtype_ = dtype;
 }
 
@@ -69,6 +78,14 @@ void Runtime::init(const std::string& plugin_path, int64_t cpu_devices) {
   h.str(r->client_->platform_name().c_str());
   h.str(r->client_->platform_version().c_str());
   r->salt_ = h.key();
+  for (int d = 0; d < r->client_->num_devices(); ++d) {
+    r->device_locks_.push_back(std::make_unique<std::recursive_mutex>());
+    r->fused_.push_back(std::make_unique<FusedGraph>(d));
+  }
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  r->compile_pool_ = std::make_unique<ThreadPool>(std::max(1, cores - 1));
+  Runtime* raw = r.get();
+  r->executor_ = std::make_unique<Executor>([raw](std::shared_ptr<const DeviceError> e) { raw->record_error(e); });
   instance() = std::move(r);
 }
 
@@ -77,6 +94,103 @@ bool Runtime::initialized() { return instance() != nullptr; }
 Runtime& Runtime::get() {
   if (!instance()) throw std::runtime_error("torchtpu runtime is not initialized (import torchtpu first)");
   return *instance();
+}
+
+void Runtime::shutdown() {
+  std::lock_guard<std::mutex> lock(init_mu);
+  if (!instance()) return;
+  Runtime& rt = *instance();
+  try {
+    rt.flush_fused();
+    rt.executor_->wait_device();
+  } catch (...) {
+  }
+  rt.executor_->stop();
+}
+
+Runtime::~Runtime() {
+  if (executor_) executor_->stop();
+  compile_pool_.reset();
+}
+
+void Runtime::set_mode(EagerMode m) {
+  flush_fused();
+  mode_ = m;
+}
+
+void Runtime::record_error(std::shared_ptr<const DeviceError> e) {
+  std::lock_guard<std::mutex> lock(error_mu_);
+  if (!first_error_) first_error_ = std::move(e);
+}
+
+void Runtime::raise_pending_error() {
+  std::shared_ptr<const DeviceError> e;
+  {
+    std::lock_guard<std::mutex> lock(error_mu_);
+    e.swap(first_error_);
+  }
+  if (e) throw *e;
+}
+
+void Runtime::submit(std::unique_ptr<Task> t) {
+  t->key = ir::graph_key(*t->graph, salt_);
+  t->ready_exe = cache_.find(t->key);
+  if (!t->ready_exe) {
+    auto promise = std::make_shared<std::promise<pjrt::ExecutablePtr>>();
+    t->exe = promise->get_future().share();
+    std::shared_ptr<const ir::Graph> graph = t->graph;
+    compile_pool_->submit([this, graph, promise] {
+      try {
+        bool hit = false;
+        promise->set_value(executable_for(*graph, &hit));
+      } catch (...) {
+        promise->set_exception(std::current_exception());
+      }
+    });
+  }
+  executor_->submit(std::move(t));
+  if (mode_ == EagerMode::kDebug) {
+    executor_->wait_device();
+    raise_pending_error();
+  }
+}
+
+void Runtime::flush_fused() {
+  for (size_t d = 0; d < fused_.size(); ++d) {
+    std::lock_guard<std::recursive_mutex> lock(*device_locks_[d]);
+    fused_[d]->flush(FusedGraph::Reason::kSync);
+  }
+}
+
+void Runtime::host_read(StorageValue* s, void* dst, int64_t nbytes) {
+  SlotPtr slot;
+  {
+    std::lock_guard<std::recursive_mutex> lock(device_lock(s->device()));
+    if (s->pending_gen != 0) fused_[s->device()]->flush(FusedGraph::Reason::kSync);
+    slot = s->slot();
+  }
+  if (!slot) {
+    std::memset(dst, 0, nbytes);
+    raise_pending_error();
+    return;
+  }
+  pjrt::BufferPtr buf;
+  try {
+    buf = slot->get();
+  } catch (const DeviceError&) {
+    std::lock_guard<std::mutex> lock(error_mu_);
+    if (first_error_ == slot->error()) first_error_.reset();  // raised here, once
+    throw;
+  }
+  raise_pending_error();
+  metrics().d2h_bytes += nbytes;
+  buf->to_host(dst, nbytes);
+}
+
+void Runtime::synchronize() {
+  flush_fused();
+  executor_->wait_device();
+  raise_pending_error();
 }
 
 pjrt::BufferPtr Runtime::scalar_buffer(ir::DType dtype, double value, int device) {
@@ -117,31 +231,6 @@ pjrt::BufferPtr Runtime::upload(const void* data, ir::DType dtype, const ir::Dim
   for (int64_t d : dims) n *= d;
   metrics().h2d_bytes += n;
   return client_->buffer_from_host(data, to_pjrt(dtype), dims, device);
-}
-
-void Runtime::download(const pjrt::Buffer& buf, void* dst, int64_t nbytes) {
-  metrics().d2h_bytes += nbytes;
-  buf.to_host(dst, nbytes);
-}
-
-void Runtime::track(std::shared_ptr<pjrt::Event> done) {
-  std::lock_guard<std::mutex> lock(events_mu_);
-  if (in_flight_.size() >= 256) {
-    std::vector<std::shared_ptr<pjrt::Event>> keep;
-    for (auto& e : in_flight_)
-      if (!e->is_ready()) keep.push_back(std::move(e));
-    in_flight_.swap(keep);
-  }
-  in_flight_.push_back(std::move(done));
-}
-
-void Runtime::synchronize() {
-  std::vector<std::shared_ptr<pjrt::Event>> events;
-  {
-    std::lock_guard<std::mutex> lock(events_mu_);
-    events.swap(in_flight_);
-  }
-  for (auto& e : events) e->wait();
 }
 
 }  // namespace torchtpu::eager

@@ -1,6 +1,7 @@
-// The device runtime: one PJRT client, the compile cache, the eager mode, and
-// the storage values that device tensors hold. Torch-free; the aten layer maps
-// tensors onto StorageValue.
+// The device runtime: one PJRT client, the compile cache, the eager mode, the
+// executor that runs queued programs, the pending Fused Eager graph of each
+// device, and the storage values that device tensors hold. Torch-free; the
+// aten layer maps tensors onto StorageValue.
 #pragma once
 
 #include <atomic>
@@ -12,34 +13,54 @@
 
 #include "cache/executable_cache.h"
 #include "eager/eager_mode.h"
+#include "eager/executor.h"
 #include "ir/graph.h"
 #include "pjrt/pjrt.h"
 
 namespace torchtpu::eager {
 
-// What one device storage holds: a flat 1-D PJRT buffer of `numel(dtype)`
-// elements, or nothing yet (a fresh allocation reads as zeros). The buffer is
-// immutable; a write swaps in a new one, so every alias sees it.
+class FusedGraph;
+
+// What one device storage holds: a flat 1-D value of `numel(dtype)`
+// elements: a Slot (filled by a queued program or an upload), a pending value
+// in the device's fused graph, or nothing yet (reads as zeros). Values are
+// immutable; a write swaps in a new one, so every alias sees it. All members
+// but the size are guarded by the device lock (Runtime::device_lock).
 class StorageValue {
  public:
   StorageValue(int64_t nbytes, int device) : nbytes_(nbytes), device_(device) {}
+  ~StorageValue();  // leaves the fused graph, so a dead value gets no output
+  StorageValue(const StorageValue&) = delete;
+  StorageValue& operator=(const StorageValue&) = delete;
+
   int64_t nbytes() const { return nbytes_; }
   int device() const { return device_; }
-  // Number of elements of `dtype` the storage holds.
   int64_t numel(ir::DType dtype) const { return nbytes_ / ir::byte_size(dtype); }
-
-  pjrt::BufferPtr buffer() const;
-  ir::DType dtype() const { return dtype_; }
-  void set(pjrt::BufferPtr buffer, ir::DType dtype);
   // Grows (or shrinks) the storage; contents are kept by the caller.
   void set_nbytes(int64_t nbytes) { nbytes_ = nbytes; }
 
+  bool has_value() const { return slot_ || pending_gen != 0; }
+  ir::DType dtype() const { return dtype_; }
+  const SlotPtr& slot() const { return slot_; }
+  void set_slot(SlotPtr s, ir::DType dtype);
+  // An uploaded buffer becomes the value.
+  void set_buffer(pjrt::BufferPtr b, ir::DType dtype) { set_slot(Slot::ready(std::move(b)), dtype); }
+
+  // Fused Eager bookkeeping, owned by FusedGraph (valid while the generation
+  // matches the graph's).
+  uint64_t pending_gen = 0;  // the value is `pending_value` of that graph
+  ir::Value pending_value;
+  int32_t pending_index = -1;  // in the graph's written list
+  uint64_t param_gen = 0;      // slot_ is parameter `param_value` of that graph
+  ir::Value param_value;
+  int32_t param_index = -1;
+  void set_pending_dtype(ir::DType d) { dtype_ = d; }
+
  private:
-  mutable std::mutex mu_;
   int64_t nbytes_;
   int device_;
   ir::DType dtype_ = ir::DType::kF32;
-  pjrt::BufferPtr buffer_;
+  SlotPtr slot_;
 };
 
 pjrt::ElementType to_pjrt(ir::DType t);
@@ -50,40 +71,76 @@ class Runtime {
   static void init(const std::string& plugin_path, int64_t cpu_devices);
   static bool initialized();
   static Runtime& get();
+  // Finishes queued work and stops the executor (at interpreter exit).
+  static void shutdown();
+  ~Runtime();
 
   pjrt::Client& client() { return *client_; }
   int num_devices() const { return client_->num_devices(); }
   const std::string& platform() const { return client_->platform_name(); }
 
   EagerMode mode() const { return mode_; }
-  void set_mode(EagerMode m) { mode_ = m; }
+  // Materializes pending fused work before switching.
+  void set_mode(EagerMode m);
 
   cache::ExecutableCache& cache() { return cache_; }
   int64_t compilations() const { return compilations_; }
   void reset_compilations() { compilations_ = 0; }
+  const ir::GraphKey& salt() const { return salt_; }
 
   // Compile cache (compile.cpp). Compiles or fetches the executable for a
   // graph (its outputs set).
   pjrt::ExecutablePtr executable_for(const ir::Graph& g, bool* hit);
-  // Turns on the disk tiers (an empty directory leaves that tier off).
-  void configure_cache(const std::string& local_dir, const std::string& shared_dir, int64_t max_bytes);
+  // Turns on the disk tiers (an empty directory leaves that tier off), each
+  // capped at max_bytes. `identity` names the plugin and torchtpu builds and
+  // the machine; with the platform and compile options it makes the
+  // fingerprint the entry directories are named by, which is returned.
+  std::string configure_cache(const std::string& local_dir, const std::string& shared_dir, int64_t max_bytes,
+                              const std::string& identity);
+
+  // Serializes graph building on a device (the autograd thread and the
+  // Python thread both issue ops). Recursive: kernels nest.
+  std::recursive_mutex& device_lock(int device) { return *device_locks_[device]; }
+  FusedGraph& fused(int device) { return *fused_[device]; }
+
+  // Queues a program: the executable is taken from memory or compiled by the
+  // pool, and the executor runs it in order. In Debug mode, waits for it and
+  // raises its error.
+  void submit(std::unique_ptr<Task> t);
+
+  // Sync points. host_read flushes pending work the storage depends on,
+  // waits for its value and copies it to `dst`; synchronize waits for all
+  // work. Both raise the first error of queued work (DeviceError).
+  void host_read(StorageValue* s, void* dst, int64_t nbytes);
+  void synchronize();
+  // Waits until every queued program has been handed to the device (not
+  // finished; pending fused work stays pending).
+  void drain() { executor_->drain(); }
+  // Materializes every device's pending fused graph (queues it).
+  void flush_fused();
+  // Raises (and clears) the first error recorded from queued work.
+  void raise_pending_error();
 
   // A 0-d device buffer holding `value` (recently used values are kept).
   pjrt::BufferPtr scalar_buffer(ir::DType dtype, double value, int device);
   pjrt::BufferPtr upload(const void* data, ir::DType dtype, const ir::Dims& dims, int device);
-  void download(const pjrt::Buffer& buf, void* dst, int64_t nbytes);
-
-  // Remembers an in-flight execution; synchronize() waits for all of them.
-  void track(std::shared_ptr<pjrt::Event> done);
-  void synchronize();
 
  private:
   Runtime() = default;
+  void record_error(std::shared_ptr<const DeviceError> e);
   std::unique_ptr<pjrt::Client> client_;
-  EagerMode mode_ = EagerMode::kStrict;
+  std::atomic<EagerMode> mode_{EagerMode::kStrict};
   cache::ExecutableCache cache_;
   std::atomic<int64_t> compilations_{0};
   ir::GraphKey salt_;
+
+  std::vector<std::unique_ptr<std::recursive_mutex>> device_locks_;
+  std::vector<std::unique_ptr<FusedGraph>> fused_;
+  std::unique_ptr<ThreadPool> compile_pool_;
+  std::unique_ptr<Executor> executor_;
+
+  std::mutex error_mu_;
+  std::shared_ptr<const DeviceError> first_error_;
 
   struct ScalarKey {
     uint64_t bits;
@@ -99,9 +156,6 @@ class Runtime {
   };
   std::mutex scalar_mu_;
   std::unordered_map<ScalarKey, pjrt::BufferPtr, ScalarKeyHash> scalars_;
-
-  std::mutex events_mu_;
-  std::vector<std::shared_ptr<pjrt::Event>> in_flight_;
 };
 
 }  // namespace torchtpu::eager

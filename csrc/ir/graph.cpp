@@ -36,6 +36,11 @@ Value Graph::add(const char* op, std::vector<Value> operands, Type result,
   return Value{static_cast<int32_t>(nodes_.size() - 1), 0};
 }
 
+Value Graph::append(Node n) {
+  nodes_.push_back(std::move(n));
+  return Value{static_cast<int32_t>(nodes_.size() - 1), 0};
+}
+
 std::vector<Value> Graph::add_multi(const char* op, std::vector<Value> operands,
                                     std::vector<Type> results, std::vector<Attr> attrs,
                                     Body body) {

@@ -78,6 +78,11 @@ class Graph {
                                std::vector<Type> results, std::vector<Attr> attrs = {},
                                Body body = Body::kNone);
 
+  // Appends a node moved from another graph (operands already remapped);
+  // not for parameters. Returns its first result.
+  Value append(Node n);
+  std::vector<Node>& mutable_nodes() { return nodes_; }
+
   const Type& type(Value v) const { return nodes_[v.node].results[v.index]; }
   const std::vector<Node>& nodes() const { return nodes_; }
   const Node& node(Value v) const { return nodes_[v.node]; }

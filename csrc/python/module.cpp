@@ -6,10 +6,16 @@
 #include "aten/device.h"
 #include "aten/fallback.h"
 #include "eager/metrics.h"
+#include "eager/fused_graph.h"
 #include "eager/runtime.h"
+#include "python/sites.h"
 
 namespace py = pybind11;
 using torchtpu::eager::Runtime;
+
+namespace torchtpu::python {
+void bind_cache(py::module_& m);  // cache_bindings.cpp
+}  // namespace torchtpu::python
 
 namespace {
 
@@ -21,6 +27,10 @@ py::dict metrics() {
   auto& m = torchtpu::eager::metrics();
   py::dict d;
   Runtime& rt = Runtime::get();
+  {
+    py::gil_scoped_release nogil;
+    rt.drain();
+  }
   auto s = rt.cache().stats();
   d["compilations"] = rt.compilations();
   d["compile_seconds"] = s.compile_seconds;
@@ -32,6 +42,11 @@ py::dict metrics() {
   d["h2d_bytes"] = m.h2d_bytes.load();
   d["d2h_bytes"] = m.d2h_bytes.load();
   d["cached_executables"] = rt.cache().size();
+  d["donated_buffers"] = m.donated_buffers.load();
+  d["fused_graphs"] = m.fused_graphs.load();
+  d["fused_ops"] = m.fused_ops.load();
+  d["fused_cuts"] = py::dict(py::arg("sync") = m.cuts_sync.load(), py::arg("loop") = m.cuts_loop.load(),
+                             py::arg("size") = m.cuts_size.load());
   return d;
 }
 
@@ -44,12 +59,24 @@ PYBIND11_MODULE(_C, m) {
       if (p) std::rethrow_exception(p);
     } catch (const torchtpu::pjrt::Error& e) {
       PyErr_SetString(PyExc_RuntimeError, e.what());
+    } catch (const torchtpu::eager::DeviceError& e) {
+      PyObject* type = PyExc_RuntimeError;
+      if (e.out_of_memory()) type = py::module_::import("torch").attr("OutOfMemoryError").ptr();
+      PyErr_SetString(type, e.what());
     }
   });
   m.def("_init", [](const std::string& plugin, int64_t devices) {
     Runtime::init(plugin, devices);
     torchtpu::aten::register_device();
   });
+  m.def("_install_site_hooks", &torchtpu::python::install_site_hooks);
+  m.def("_shutdown", [] {
+    py::gil_scoped_release nogil;
+    Runtime::shutdown();
+  });
+  m.def("_set_cpp_stacktraces", &torchtpu::eager::set_cpp_stacktraces);
+  m.def("_set_fused_max_ops", &torchtpu::eager::set_fused_max_ops);
+  m.def("_fused_max_ops", &torchtpu::eager::fused_max_ops);
   m.def("_initialized", &Runtime::initialized);
   m.def("_device_count", [] { return Runtime::get().num_devices(); });
   m.def("_set_device", [](int index) {
@@ -60,7 +87,11 @@ PYBIND11_MODULE(_C, m) {
     return static_cast<int>(c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1)->getDevice().index());
   });
   m.def("_platform", [] { return Runtime::get().platform(); });
-  m.def("_set_mode", [](const std::string& mode) { Runtime::get().set_mode(torchtpu::eager::parse_mode(mode)); });
+  m.def("_set_mode", [](const std::string& mode) {
+    auto m = torchtpu::eager::parse_mode(mode);
+    py::gil_scoped_release nogil;
+    Runtime::get().set_mode(m);
+  });
   m.def("_get_mode", [] { return std::string(torchtpu::eager::mode_name(Runtime::get().mode())); });
   m.def("_synchronize", [] {
     py::gil_scoped_release nogil;
@@ -68,6 +99,10 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_metrics", &metrics);
   m.def("_reset_metrics", [] {
+    {
+      py::gil_scoped_release nogil;
+      Runtime::get().drain();
+    }
     torchtpu::eager::metrics().reset();
     Runtime::get().cache().reset_stats();
     Runtime::get().reset_compilations();
@@ -90,4 +125,5 @@ PYBIND11_MODULE(_C, m) {
     std::lock_guard<std::mutex> lock(g->mutex_);
     g->set_state(*state.contiguous().unsafeGetTensorImpl());
   });
+  torchtpu::python::bind_cache(m);
 }

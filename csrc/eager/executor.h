@@ -1,0 +1,83 @@
+// The executor: one thread that runs queued tasks in order (look up or wait
+// for the executable, execute, fill the output slots), and a pool that
+// compiles executables for tasks ahead of it. The Python thread only queues.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "eager/slot.h"
+#include "ir/graph.h"
+#include "ir/graph_key.h"
+
+namespace torchtpu::eager {
+
+// One program to run: the graph (its outputs and donations set), its
+// arguments in parameter order, and the slots its outputs fill.
+struct Task {
+  struct Arg {
+    SlotPtr slot;            // a storage's value
+    pjrt::BufferPtr scalar;  // or a scalar argument
+  };
+  std::shared_ptr<const ir::Graph> graph;
+  ir::GraphKey key;
+  pjrt::ExecutablePtr ready_exe;                // found in memory, or
+  std::shared_future<pjrt::ExecutablePtr> exe;  // being compiled by the pool
+  std::vector<Arg> args;
+  std::vector<SlotPtr> outputs;
+  std::vector<OpSite> sites;  // the ops the graph holds, in issue order
+  int device = 0;
+};
+
+// Runs functions on a fixed set of threads.
+class ThreadPool {
+ public:
+  explicit ThreadPool(int threads);
+  ~ThreadPool();
+  void submit(std::function<void()> fn);
+
+ private:
+  void loop();
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  bool stop_ = false;
+  std::vector<std::thread> threads_;
+};
+
+class Executor {
+ public:
+  // `on_error` records a failed task's error for the next sync point.
+  explicit Executor(std::function<void(std::shared_ptr<const DeviceError>)> on_error);
+  ~Executor();
+  void submit(std::unique_ptr<Task> t);
+  // Returns once every task submitted so far has run (not: finished on the
+  // device).
+  void drain();
+  // Waits for the device to finish everything executed so far.
+  void wait_device();
+  void stop();
+
+ private:
+  void loop();
+  void run(Task& t);
+  std::function<void(std::shared_ptr<const DeviceError>)> on_error_;
+  std::mutex mu_;
+  std::condition_variable cv_, idle_cv_;
+  std::deque<std::unique_ptr<Task>> queue_;
+  bool busy_ = false, stop_ = false, sleeping_ = false;
+  std::mutex events_mu_;
+  std::vector<std::shared_ptr<pjrt::Event>> in_flight_;
+  std::thread thread_;
+};
+
+// The message for an error raised by `sites` (one op, or a fused graph).
+std::string describe_failure(const std::vector<OpSite>& sites, const std::string& what);
+
+}  // namespace torchtpu::eager

@@ -1,0 +1,78 @@
+// A device value that a queued task produces, and the errors such a task can
+// raise. The Python thread creates a Slot when it queues the op that computes
+// it; the executor fills it (or fails it) when the op has run.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "pjrt/pjrt.h"
+
+namespace torchtpu::eager {
+
+// Where an op was issued: the op's name and an opaque reference to the user's
+// source position, resolved to text only when an error is reported.
+struct SiteRef {
+  const void* code = nullptr;  // owned by the site provider (kept alive there)
+  int lasti = -1;
+};
+struct OpSite {
+  const char* op = "";
+  SiteRef where;
+};
+
+// Installed by the Python layer: capture the current user frame, and format a
+// captured one ("train.py:42 in step"). Without them sites are op names only.
+using SiteCaptureFn = SiteRef (*)();
+using SiteFormatFn = std::string (*)(SiteRef);
+void set_site_hooks(SiteCaptureFn capture, SiteFormatFn format);
+SiteRef capture_site();
+std::string format_site(SiteRef s);
+
+// With C++ stack traces on, errors of queued work carry the executor's
+// frames (TORCHTPU_SHOW_CPP_STACKTRACES).
+void set_cpp_stacktraces(bool on);
+bool cpp_stacktraces();
+
+// An error from queued work, raised at a sync point. `code` is the PJRT
+// (absl) status code, 0 when the error did not come from PJRT.
+class DeviceError : public std::runtime_error {
+ public:
+  DeviceError(const std::string& what, int code) : std::runtime_error(what), code_(code) {}
+  int code() const { return code_; }
+  bool out_of_memory() const { return code_ == 8; }
+
+ private:
+  int code_;
+};
+
+// One value: empty until the op that computes it has run.
+class Slot {
+ public:
+  static std::shared_ptr<Slot> ready(pjrt::BufferPtr b);
+  void fill(pjrt::BufferPtr b);
+  void fail(std::shared_ptr<const DeviceError> e);
+  bool done() const { return done_.load(std::memory_order_acquire); }
+  // Waits until the slot is filled; throws the DeviceError of a failed op.
+  pjrt::BufferPtr get();
+  // Only after done(): the buffer (null if failed) and the error.
+  const pjrt::BufferPtr& buffer() const { return buf_; }
+  const std::shared_ptr<const DeviceError>& error() const { return err_; }
+  // Drops the buffer once it was donated to a program.
+  void release() { buf_.reset(); }
+
+ private:
+  std::atomic<bool> done_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  pjrt::BufferPtr buf_;
+  std::shared_ptr<const DeviceError> err_;
+};
+using SlotPtr = std::shared_ptr<Slot>;
+
+}  // namespace torchtpu::eager

@@ -1,0 +1,84 @@
+// torchtpu._C bindings of the compile cache tiers (torchtpu/cache.py wraps
+// them). Plain pybind11: nothing here touches tensors.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "cache/executable_cache.h"
+#include "eager/runtime.h"
+
+namespace py = pybind11;
+
+namespace torchtpu::python {
+
+namespace {
+
+using eager::Runtime;
+
+void put_tier(py::dict& d, const char* name, const std::shared_ptr<cache::DiskTier>& tier) {
+  const std::string n = name;
+  d[(n + "_enabled").c_str()] = tier && tier->enabled();
+  d[(n + "_root").c_str()] = tier ? tier->root() : std::string();
+  d[(n + "_dir").c_str()] = tier && tier->enabled() ? tier->dir() : std::string();
+  d[(n + "_off_reason").c_str()] = tier ? tier->reason() : std::string("not configured");
+}
+
+py::dict config() {
+  cache::ExecutableCache& c = Runtime::get().cache();
+  auto local = c.local_tier(), shared = c.shared_tier();
+  py::dict d;
+  put_tier(d, "local", local);
+  put_tier(d, "shared", shared);
+  d["fingerprint"] = local ? local->fingerprint() : std::string();
+  d["max_bytes"] = local ? local->max_bytes() : int64_t{0};
+  return d;
+}
+
+py::dict stats() {
+  Runtime& rt = Runtime::get();
+  cache::CacheStats s;
+  {
+    py::gil_scoped_release nogil;
+    rt.drain();  // count what is queued, as debug.metrics() does
+    s = rt.cache().stats_rescanned();
+  }
+  py::dict d;
+  d["requests"] = s.requests;
+  d["hits"] = s.hits;
+  d["memory_hits"] = s.memory_hits;
+  d["local_hits"] = s.local_hits;
+  d["shared_hits"] = s.shared_hits;
+  d["misses"] = s.misses;
+  d["compilations"] = rt.compilations();
+  d["compile_seconds"] = s.compile_seconds;
+  d["load_seconds"] = s.load_seconds;
+  d["corrupt_entries"] = s.corrupt_entries;
+  d["store_errors"] = s.store_errors;
+  d["memory_entries"] = static_cast<int64_t>(rt.cache().size());
+  d["local_bytes"] = s.local_bytes;
+  d["shared_bytes"] = s.shared_bytes;
+  return d;
+}
+
+}  // namespace
+
+void bind_cache(py::module_& m) {
+  m.def(
+      "_cache_configure",
+      [](const std::string& local_dir, const std::string& shared_dir, int64_t max_bytes, const std::string& identity) {
+        return Runtime::get().configure_cache(local_dir, shared_dir, max_bytes, identity);
+      },
+      py::arg("local_dir"), py::arg("shared_dir"), py::arg("max_bytes"), py::arg("identity"),
+      py::call_guard<py::gil_scoped_release>());
+  m.def("_cache_config", &config);
+  m.def("_cache_stats", &stats);
+  m.def(
+      "_cache_clear",
+      [](bool local, bool shared) {
+        Runtime& rt = Runtime::get();
+        rt.cache().clear();
+        return rt.cache().clear_disk(local, shared);
+      },
+      py::arg("local"), py::arg("shared"), py::call_guard<py::gil_scoped_release>());
+}
+
+}  // namespace torchtpu::python

@@ -1,0 +1,222 @@
+"""The compilation cache's disk tiers, end to end: separate processes share a
+cache directory (one compiles, the other loads), a warm directory compiles
+nothing, corrupt entries are rebuilt, unsafe directories are refused, and
+torchtpu.cache.stats()/clear() report and act on the tiers."""
+import glob
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+import torchtpu
+from torchtpu import debug
+
+PROGRAM = r"""
+import json, os, sys, time
+import torch, torchtpu
+ready, go = sys.argv[1], sys.argv[2]
+if ready:
+    open(ready, "w").close()
+    while not os.path.exists(go):
+        time.sleep(0.002)
+x = torch.arange(24, dtype=torch.float32).reshape(4, 6).to("tpu")
+y = (x * 0.5 + 1).exp().sum(0)
+z = torch.matmul(x, x.t()).relu() - x.sum()
+w = torch.tanh(x) * 3
+out = [y.cpu().tolist(), z.cpu().tolist(), w.cpu().tolist()]
+extra = int(os.environ.get("EXTRA_GRAPHS", "0"))
+for n in range(1, extra + 1):
+    out.append((torch.ones(n, 3, device="tpu") * 3).sum().item())
+print("RESULT " + json.dumps({
+    "out": out,
+    "compilations": torchtpu.debug.metrics()["compilations"],
+    "stats": torchtpu.cache.stats(),
+    "config": torchtpu.cache.config(),
+}))
+"""
+
+
+def _env(cache_dir, **extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHTPU_CACHE")}
+    env.pop("TORCHTPU_SHARED_CACHE_DIR", None)
+    env["TORCHTPU_CACHE_DIR"] = str(cache_dir)
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def _start(tmp_path, cache_dir, ready="", go="", **extra):
+    script = tmp_path / "program.py"
+    script.write_text(PROGRAM)
+    return subprocess.Popen([sys.executable, str(script), ready, go], env=_env(cache_dir, **extra),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _finish(proc):
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    line = next(ln for ln in out.splitlines() if ln.startswith("RESULT "))
+    result = json.loads(line[len("RESULT "):])
+    result["stderr"] = err
+    return result
+
+
+def _run(tmp_path, cache_dir, **extra):
+    return _finish(_start(tmp_path, cache_dir, **extra))
+
+
+def _entries(result):
+    return sorted(glob.glob(os.path.join(result["config"]["local_dir"], "*.tte")))
+
+
+def test_two_processes_compile_each_graph_once(tmp_path):
+    alone = _run(tmp_path, tmp_path / "alone")
+    n = alone["compilations"]
+    assert n >= 3 and alone["stats"]["misses"] == n and alone["stats"]["local_hits"] == 0
+
+    shared = tmp_path / "shared"
+    ready = [tmp_path / "ready0", tmp_path / "ready1"]
+    go = tmp_path / "go"
+    procs = [_start(tmp_path, shared, str(r), str(go)) for r in ready]
+    deadline = time.time() + 240
+    while not all(r.exists() for r in ready):  # both imported: start them together
+        assert time.time() < deadline and all(p.poll() is None for p in procs)
+        time.sleep(0.01)
+    go.touch()
+    results = [_finish(p) for p in procs]
+
+    assert sum(r["compilations"] for r in results) == n, [r["compilations"] for r in results]
+    assert sum(r["stats"]["local_hits"] for r in results) == n
+    for r in results:
+        assert r["out"] == alone["out"]
+        assert r["stats"]["misses"] == r["compilations"]
+        assert r["config"]["local_enabled"], r["config"]
+    assert len(_entries(results[0])) == n
+
+
+def test_warm_directory_compiles_nothing(tmp_path):
+    first = _run(tmp_path, tmp_path / "c")
+    assert first["compilations"] > 0 and len(_entries(first)) == first["compilations"]
+    assert first["stats"]["local_bytes"] > 0
+    second = _run(tmp_path, tmp_path / "c")
+    assert second["compilations"] == 0
+    assert second["stats"]["local_hits"] == first["compilations"]
+    assert second["stats"]["misses"] == 0 and second["stats"]["load_seconds"] > 0
+    assert second["out"] == first["out"]
+
+
+def test_corrupted_entries_are_rebuilt(tmp_path):
+    first = _run(tmp_path, tmp_path / "c")
+    entries = _entries(first)
+    assert len(entries) >= 3
+    with open(entries[0], "r+b") as f:  # truncated
+        f.truncate(os.path.getsize(entries[0]) // 2)
+    with open(entries[1], "r+b") as f:  # one flipped payload byte
+        f.seek(100)
+        b = f.read(1)
+        f.seek(100)
+        f.write(bytes([b[0] ^ 0xFF]))
+    with open(entries[2], "wb") as f:  # garbage
+        f.write(b"not a cache entry at all")
+    second = _run(tmp_path, tmp_path / "c")
+    assert second["out"] == first["out"]
+    assert second["stats"]["corrupt_entries"] == 3
+    assert second["compilations"] == 3
+    assert second["stats"]["local_hits"] == first["compilations"] - 3
+    assert "ignored a bad compile cache entry" in second["stderr"]
+    assert second["stderr"].count("ignored a bad compile cache entry") == 1  # warned once
+    third = _run(tmp_path, tmp_path / "c")
+    assert third["compilations"] == 0 and third["stats"]["corrupt_entries"] == 0
+
+
+def test_directory_others_can_write_is_refused(tmp_path):
+    unsafe = tmp_path / "unsafe"
+    unsafe.mkdir()
+    os.chmod(unsafe, 0o777)
+    r = _run(tmp_path, unsafe)
+    assert not r["config"]["local_enabled"]
+    assert "writable by other users" in r["config"]["local_off_reason"]
+    assert r["stderr"].count("compile cache tier") == 1 and "is off" in r["stderr"]
+    assert r["compilations"] > 0 and r["stats"]["local_bytes"] == 0
+    assert glob.glob(str(unsafe / "*" / "*.tte")) == []
+
+
+def test_cache_setting_off_and_size_cap(tmp_path):
+    off = _run(tmp_path, tmp_path / "off", TORCHTPU_CACHE=0)
+    assert not off["config"]["local_enabled"] and not (tmp_path / "off").exists()
+    assert off["compilations"] > 0
+
+    cap = 16 * 1024
+    capped = _run(tmp_path, tmp_path / "capped", TORCHTPU_CACHE_MAX_BYTES="16K", EXTRA_GRAPHS=12)
+    assert capped["config"]["max_bytes"] == cap
+    entries = _entries(capped)
+    assert 0 < len(entries) < capped["compilations"]  # some were evicted
+    assert sum(os.path.getsize(e) for e in entries) <= cap
+    assert capped["stats"]["local_bytes"] <= cap
+    assert capped["out"] == _run(tmp_path, tmp_path / "capped2", EXTRA_GRAPHS=12)["out"]
+
+
+def test_settings_are_registered():
+    for name in ("TORCHTPU_CACHE", "TORCHTPU_CACHE_DIR", "TORCHTPU_SHARED_CACHE_DIR", "TORCHTPU_CACHE_MAX_BYTES"):
+        assert name in torchtpu.env.SETTINGS
+    assert torchtpu.cache.parse_bytes("2G") == 2 << 30
+    assert torchtpu.cache.parse_bytes("512M") == 512 << 20
+    assert torchtpu.cache.parse_bytes("1000") == 1000
+    with pytest.raises(ValueError):
+        torchtpu.cache.parse_bytes("lots")
+
+
+@pytest.fixture
+def cache_in(tmp_path):
+    """This process's cache pointed at fresh local and shared directories."""
+    cfg = torchtpu.cache.configure(local_dir=str(tmp_path / "local"), shared_dir=str(tmp_path / "shared"))
+    yield cfg
+    torchtpu.cache.configure()
+
+
+def test_stats_and_clear(cache_in):
+    assert cache_in["local_enabled"] and cache_in["shared_enabled"], cache_in
+    assert cache_in["local_dir"].endswith(cache_in["fingerprint"])
+    a = torch.full((7, 13), 2.0).to("tpu")
+    debug.reset_metrics()
+    (a * a).cpu()  # a shape no other test uses
+    s = torchtpu.cache.stats()
+    assert s["misses"] == 1 and s["compilations"] == 1 and s["requests"] == 1
+    assert s["local_bytes"] > 0 and s["shared_bytes"] == s["local_bytes"]
+    (a * a).cpu()
+    s = torchtpu.cache.stats()
+    assert s["memory_hits"] == 1 and s["hits"] == 1 and s["requests"] == 2
+    m = debug.metrics()
+    assert m["cache_hits"] == s["hits"] and m["cache_misses"] == s["misses"]
+
+    # clear() empties memory and the local tier, not the shared one: that
+    # answers next (a load, not a compilation) and refills the local tier.
+    assert torchtpu.cache.clear() == 1
+    s = torchtpu.cache.stats()
+    assert s["memory_entries"] == 0 and s["local_bytes"] == 0 and s["shared_bytes"] > 0
+    (a * a).cpu()
+    s = torchtpu.cache.stats()
+    assert s["shared_hits"] == 1 and s["compilations"] == 1 and s["local_bytes"] == s["shared_bytes"]
+
+    # With the local tier off, memory cleared, the shared tier still serves.
+    torchtpu.cache.configure(local_dir="", shared_dir=cache_in["shared_root"])
+    assert not torchtpu.cache.config()["local_enabled"]
+    assert torchtpu.cache.clear() == 0
+    (a * a).cpu()
+    s = torchtpu.cache.stats()
+    assert s["shared_hits"] == 2 and s["compilations"] == 1
+
+    torchtpu.cache.configure(local_dir=cache_in["local_root"], shared_dir=cache_in["shared_root"])
+    assert torchtpu.cache.clear(shared=True) == 2  # one entry in each tier
+    s = torchtpu.cache.stats()
+    assert s["memory_entries"] == 0 and s["local_bytes"] == 0 and s["shared_bytes"] == 0
+    assert glob.glob(os.path.join(cache_in["local_dir"], "*.tte")) == []
+    (a * a).cpu()
+    s = torchtpu.cache.stats()
+    assert s["compilations"] == 2 and s["misses"] == 2
+    debug.reset_metrics()
+    s = torchtpu.cache.stats()
+    assert s["requests"] == 0 and s["hits"] == 0 and s["local_bytes"] > 0

@@ -1,0 +1,134 @@
+"""The compilation cache: executables by graph, in three tiers.
+
+1. memory (always on);
+2. a directory on this host: ``$TORCHTPU_CACHE_DIR``, by default
+   ``$XDG_CACHE_HOME/torchtpu`` or ``~/.cache/torchtpu``;
+3. a directory shared by many hosts: ``$TORCHTPU_SHARED_CACHE_DIR`` (off by
+   default).
+
+``TORCHTPU_CACHE=0`` turns both disk tiers off. Disk entries are serialized
+executables under ``<dir>/<fingerprint>/``, where the fingerprint names the
+plugin build, the torchtpu build and the CPU, so another build never loads
+them. Each disk tier is capped at ``TORCHTPU_CACHE_MAX_BYTES``; least
+recently used entries go first. A directory another user can write to is not
+used (a warning says why).
+"""
+import functools
+import os
+import platform
+import re
+import struct
+
+from . import _C, env
+
+_BUILD_ID = re.compile(rb"\x04\x00\x00\x00(.)\x00\x00\x00\x03\x00\x00\x00GNU\x00", re.DOTALL)
+_SUFFIXES = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+_plugin_path = ""
+
+
+def default_dir() -> str:
+    """The tier-2 directory when TORCHTPU_CACHE_DIR is empty."""
+    base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "torchtpu")
+
+
+def parse_bytes(text: str) -> int:
+    """'2147483648', '512M', '2G' -> bytes (binary suffixes K, M, G, T)."""
+    m = re.fullmatch(r"\s*(\d+)\s*([KMGT]?)i?B?\s*", text, re.IGNORECASE)
+    if not m:
+        raise ValueError(f"not a size in bytes: {text!r} (expected e.g. 2147483648, 512M or 2G)")
+    return int(m.group(1)) * _SUFFIXES[m.group(2).upper()]
+
+
+def _file_identity(path: str) -> str:
+    """A build's identity that survives copying to other hosts: its size and
+    ELF build id, else its size and mtime."""
+    st = os.stat(path)
+    with open(path, "rb") as f:
+        head = f.read(1 << 16)
+    m = _BUILD_ID.search(head)
+    if m:
+        n = struct.unpack("<I", m.group(1) + b"\0\0\0")[0]
+        build_id = head[m.end():m.end() + n]
+        if len(build_id) == n:
+            return f"size {st.st_size} build-id {build_id.hex()}"
+    return f"size {st.st_size} mtime {st.st_mtime_ns}"
+
+
+def _torchtpu_identity() -> str:
+    import hashlib
+    with open(_C.__file__, "rb") as f:
+        return "_C.so blake2b " + hashlib.blake2b(f.read(), digest_size=16).hexdigest()
+
+
+def _cpu_identity() -> str:
+    flags = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() in ("flags", "Features"):
+                    flags = " ".join(sorted(value.split()))
+                    break
+    except OSError:
+        pass
+    return f"{platform.system()} {platform.machine()} {flags}".strip()
+
+
+@functools.lru_cache(maxsize=None)
+def _identity() -> str:
+    return "\n".join([f"plugin {_file_identity(_plugin_path)}", f"torchtpu {_torchtpu_identity()}",
+                      f"cpu {_cpu_identity()}"])
+
+
+def configure(local_dir: str = None, shared_dir: str = None, max_bytes: int = None) -> dict:
+    """Points the disk tiers somewhere else. None takes the value from the
+    settings (see the module doc); "" turns that tier off. Returns config()."""
+    enabled = env.get("TORCHTPU_CACHE").strip().lower()
+    if enabled not in ("0", "1", "off", "on", "false", "true", "no", "yes"):
+        raise ValueError(f"TORCHTPU_CACHE={enabled!r}: expected 1 (disk tiers on) or 0 (off)")
+    on = enabled in ("1", "on", "true", "yes")
+    if local_dir is None:
+        local_dir = (env.get("TORCHTPU_CACHE_DIR") or default_dir()) if on else ""
+    if shared_dir is None:
+        shared_dir = env.get("TORCHTPU_SHARED_CACHE_DIR") if on else ""
+    if max_bytes is None:
+        max_bytes = parse_bytes(env.get("TORCHTPU_CACHE_MAX_BYTES"))
+    local_dir = os.path.abspath(os.path.expanduser(local_dir)) if local_dir else ""
+    shared_dir = os.path.abspath(os.path.expanduser(shared_dir)) if shared_dir else ""
+    _C._cache_configure(local_dir, shared_dir, int(max_bytes), _identity() if local_dir or shared_dir else "")
+    return config()
+
+
+def _configure_at_import(plugin_path: str) -> None:
+    global _plugin_path
+    _plugin_path = plugin_path
+    configure()
+
+
+def config() -> dict:
+    """Where the tiers are: for "local" and "shared", whether each is enabled,
+    its root, its entry directory (root/fingerprint) and why it is off;
+    plus the fingerprint and the size cap."""
+    return _C._cache_config()
+
+
+def stats() -> dict:
+    """Counters since the last torchtpu.debug.reset_metrics(): requests,
+    hits (all tiers), memory_hits, local_hits, shared_hits, misses (graphs
+    compiled), compilations, compile_seconds, load_seconds (disk hits),
+    corrupt_entries (bad disk entries removed and rebuilt), store_errors,
+    memory_entries; and local_bytes / shared_bytes, the bytes of entries now
+    in each disk tier (all fingerprints)."""
+    return _C._cache_stats()
+
+
+def clear(shared: bool = False) -> int:
+    """Drops every executable from memory and this build's entries (the
+    current fingerprint) from the local disk tier; with shared=True from the
+    shared tier too. Other builds' entries are left to eviction. Returns how
+    many disk entries were removed."""
+    return _C._cache_clear(True, shared)
+
+
+__all__ = ["configure", "config", "stats", "clear", "default_dir"]
