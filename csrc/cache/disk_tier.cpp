@@ -257,6 +257,10 @@ bool DiskTier::store(const ir::GraphKey& key, const std::string& payload, std::s
     return false;
   };
   int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, file_mode_);
+  std::string ignored;
+  if (fd < 0 && errno == ENOENT && make_dirs(dir_, dir_mode_, &ignored) &&
+      unsafe_reason(dir_, geteuid()).empty())  // removed under us: made again, vetted again
+    fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, file_mode_);
   if (fd < 0) return fail("cannot create");
   const bool written = write_all(fd, encode_entry(key, payload));
   set_now(fd);

@@ -36,8 +36,9 @@ namespace torchtpu::cache {
 enum class Source { kMemory, kLocal, kShared, kCompiled };
 
 struct CacheStats {
-  // requests = hits + misses (+ builds that failed); hits = sum over tiers;
-  // misses = compiles.
+  // requests = hits + misses (+ waits on a build that failed); hits = the
+  // sum over tiers (a thread that waited for another thread's build counts a
+  // memory hit); misses = compiles attempted.
   int64_t requests = 0, hits = 0, misses = 0;
   int64_t memory_hits = 0, local_hits = 0, shared_hits = 0;
   int64_t corrupt_entries = 0, store_errors = 0;

@@ -11,8 +11,9 @@ namespace torchtpu::eager {
 
 namespace {
 
-// The options every graph compiles with. They are part of the disk tiers'
-// fingerprint; options that vary per graph would have to join the graph key.
+// The options every graph compiles with, and reloads a serialized one with.
+// They are part of the disk tiers' fingerprint; options that vary per graph
+// would have to join the graph key (and reach the deserialize call).
 const std::string& compile_options() {
   static const std::string bytes = pjrt::CompileOptions().encode();
   return bytes;

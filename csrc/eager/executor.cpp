@@ -2,6 +2,7 @@
 
 #include <execinfo.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <set>
 #include <sstream>
@@ -144,18 +145,32 @@ void Executor::stop() {
 }
 
 void Executor::submit(std::unique_ptr<Task> t) {
-  bool wake;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(std::move(t));
-    wake = sleeping_;
+    // With nothing queued or running and the executable at hand, the caller
+    // hands the program to the device itself: PJRT's execute only enqueues
+    // it, and a thread hop costs more than the whole dispatch.
+    if (!queue_.empty() || busy_ || inline_ || !t->ready_exe) {
+      queue_.push_back(std::move(t));
+      if (sleeping_) cv_.notify_one();
+      return;
+    }
+    inline_ = true;
   }
-  if (wake) cv_.notify_one();
+  run(*t);
+  t.reset();
+  std::lock_guard<std::mutex> lock(mu_);
+  inline_ = false;
+  if (!queue_.empty()) {
+    cv_.notify_one();
+  } else {
+    idle_cv_.notify_all();
+  }
 }
 
 void Executor::drain() {
   std::unique_lock<std::mutex> lock(mu_);
-  idle_cv_.wait(lock, [&] { return queue_.empty() && !busy_; });
+  idle_cv_.wait(lock, [&] { return queue_.empty() && !busy_ && !inline_; });
 }
 
 void Executor::wait_device() {
@@ -179,13 +194,13 @@ void Executor::loop() {
     std::unique_ptr<Task> t;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      if (queue_.empty()) {
+      if (queue_.empty() || inline_) {
         busy_ = false;
         idle_cv_.notify_all();
         sleeping_ = true;
-        cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        cv_.wait(lock, [&] { return stop_ || (!queue_.empty() && !inline_); });
         sleeping_ = false;
-        if (queue_.empty()) return;
+        if (queue_.empty() || inline_) return;  // stopping
       }
       t = std::move(queue_.front());
       queue_.pop_front();
@@ -238,8 +253,8 @@ void Executor::run(Task& t) {
     failure = std::make_shared<DeviceError>(describe_failure(t.sites, e.what()), 0);
   }
   if (show_cpp) failure = std::make_shared<DeviceError>(failure->what() + cpp_frames(), failure->code());
+  on_error_(failure);  // before waking readers, which clear it once raised
   for (const SlotPtr& o : t.outputs) o->fail(failure);
-  on_error_(failure);
 }
 
 }  // namespace torchtpu::eager

@@ -1,8 +1,13 @@
-// The executor: one thread that runs queued tasks in order (look up or wait
-// for the executable, execute, fill the output slots), and a pool that
-// compiles executables for tasks ahead of it. The Python thread only queues.
+// The executor runs tasks in order (wait for the executable, execute, fill the
+// output slots). A pool compiles executables off the Python thread; a task
+// whose executable is still compiling, or that arrives behind one, waits in
+// the queue of the executor's own thread, so the Python thread never waits
+// for a compiler. A task that finds nothing ahead of it and its executable
+// in memory is handed to PJRT by the submitting thread (an enqueue: PJRT
+// returns before the device finishes).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -71,7 +76,9 @@ class Executor {
   std::mutex mu_;
   std::condition_variable cv_, idle_cv_;
   std::deque<std::unique_ptr<Task>> queue_;
-  bool busy_ = false, stop_ = false, sleeping_ = false;
+  // busy_: the executor thread runs a task; inline_: a submitting thread
+  // runs one (the queue waits for it, keeping program order).
+  bool busy_ = false, inline_ = false, stop_ = false, sleeping_ = false;
   std::mutex events_mu_;
   std::vector<std::shared_ptr<pjrt::Event>> in_flight_;
   std::thread thread_;

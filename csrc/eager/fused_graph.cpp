@@ -107,6 +107,7 @@ void FusedGraph::flush(Reason why) {
       g_.outputs.push_back(s->pending_value);
       outs.push_back(s);
     }
+  m.fused_outputs.fetch_add(static_cast<int64_t>(outs.size()), std::memory_order_relaxed);
   if (outs.empty()) {  // every value it computed is dead
     reset();
     return;

@@ -46,6 +46,7 @@ void Metrics::reset() {
   donated_buffers = 0;
   fused_graphs = 0;
   fused_ops = 0;
+  fused_outputs = 0;
   cuts_sync = 0;
   cuts_loop = 0;
   cuts_size = 0;

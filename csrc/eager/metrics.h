@@ -31,6 +31,7 @@ struct Metrics {
   // Fused Eager: graphs materialized, and why they were cut.
   std::atomic<int64_t> fused_graphs{0};
   std::atomic<int64_t> fused_ops{0};
+  std::atomic<int64_t> fused_outputs{0};
   std::atomic<int64_t> cuts_sync{0};
   std::atomic<int64_t> cuts_loop{0};
   std::atomic<int64_t> cuts_size{0};

@@ -315,6 +315,13 @@ void Buffer::to_host(void* dst, int64_t nbytes) const {
   Event(api_, a.event).wait();
 }
 
+uintptr_t Buffer::device_address() const {
+  PJRT_ARGS(Buffer_UnsafePointer, a);
+  a.buffer = buf_;
+  check(api_, api_->PJRT_Buffer_UnsafePointer(&a), "PJRT_Buffer_UnsafePointer");
+  return a.buffer_pointer;
+}
+
 void Buffer::await_ready() const {
   PJRT_ARGS(Buffer_ReadyEvent, a);
   a.buffer = buf_;

@@ -92,6 +92,9 @@ class Buffer {
   void to_host(void* dst, int64_t nbytes) const;
   // Blocks until the buffer is ready; throws if its computation failed.
   void await_ready() const;
+  // The device address of the buffer's memory (PJRT_Buffer_UnsafePointer),
+  // for checking that a donated buffer was reused.
+  uintptr_t device_address() const;
  private:
   const PJRT_Api* api_;
   PJRT_Buffer* buf_;

@@ -5,6 +5,7 @@
 
 #include "aten/device.h"
 #include "aten/fallback.h"
+#include "aten/tensor_ir.h"
 #include "eager/metrics.h"
 #include "eager/fused_graph.h"
 #include "eager/runtime.h"
@@ -45,6 +46,7 @@ py::dict metrics() {
   d["donated_buffers"] = m.donated_buffers.load();
   d["fused_graphs"] = m.fused_graphs.load();
   d["fused_ops"] = m.fused_ops.load();
+  d["fused_outputs"] = m.fused_outputs.load();
   d["fused_cuts"] = py::dict(py::arg("sync") = m.cuts_sync.load(), py::arg("loop") = m.cuts_loop.load(),
                              py::arg("size") = m.cuts_size.load());
   return d;
@@ -70,11 +72,31 @@ PYBIND11_MODULE(_C, m) {
     torchtpu::aten::register_device();
   });
   m.def("_install_site_hooks", &torchtpu::python::install_site_hooks);
+  m.def("_install_site_hooks_off", [] { torchtpu::eager::set_site_hooks(nullptr, nullptr); });
   m.def("_shutdown", [] {
     py::gil_scoped_release nogil;
     Runtime::shutdown();
   });
   m.def("_set_cpp_stacktraces", &torchtpu::eager::set_cpp_stacktraces);
+  m.def("_fused_pending_ops", [](int device) {
+    Runtime& rt = Runtime::get();
+    std::lock_guard<std::recursive_mutex> lock(rt.device_lock(device));
+    return rt.fused(device).pending_ops();
+  });
+  // The device address of a tensor's storage (after its value is computed).
+  m.def("_storage_address", [](const at::Tensor& t) -> uintptr_t {
+    torchtpu::eager::SlotPtr slot;
+    {
+      Runtime& rt = Runtime::get();
+      std::lock_guard<std::recursive_mutex> lock(rt.device_lock(t.device().index()));
+      if (torchtpu::aten::storage_value(t)->pending_gen != 0) rt.fused(t.device().index()).flush(
+          torchtpu::eager::FusedGraph::Reason::kSync);
+      slot = torchtpu::aten::storage_value(t)->slot();
+    }
+    if (!slot) return 0;
+    py::gil_scoped_release nogil;
+    return slot->get()->device_address();
+  });
   m.def("_set_fused_max_ops", &torchtpu::eager::set_fused_max_ops);
   m.def("_fused_max_ops", &torchtpu::eager::fused_max_ops);
   m.def("_initialized", &Runtime::initialized);

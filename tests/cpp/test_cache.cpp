@@ -123,6 +123,19 @@ TEST(DiskTier, AtomicStoreLoadRoundTrip) {
   EXPECT_EQ(other.usage(), st.st_size);
 }
 
+TEST(DiskTier, DirectoryRemovedWhileRunningIsMadeAgain) {
+  TempDir tmp;
+  DiskTier t(tmp.path() + "/root", kFp1, 1 << 20);
+  ASSERT_TRUE(t.store(kKeyA, "one"));
+  ASSERT_EQ(std::system(("rm -rf '" + tmp.path() + "/root'").c_str()), 0);
+  EXPECT_FALSE(t.load(kKeyA).has_value());
+  ASSERT_TRUE(t.store(kKeyA, "two"));
+  EXPECT_EQ(t.load(kKeyA).value_or(""), "two");
+  struct stat st;
+  ASSERT_EQ(stat(t.dir().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+}
+
 TEST(DiskTier, CorruptOrTruncatedEntryIsRemovedAndRebuilt) {
   TempDir tmp;
   DiskTier t(tmp.path(), kFp1, 1 << 20);
