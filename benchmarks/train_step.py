@@ -1,0 +1,176 @@
+"""Training-step benchmark: the GPT-style decoder at two sizes and a CNN, in
+Debug, Strict and Fused Eager and PyTorch CPU eager, all in this run. Prints
+one JSON line per result:
+- step_time per mode (median ms over the timed steps) and ratios between modes;
+- compiles per step in steady state (Fused, after warm-up, over 100 steps with
+  a cosine learning-rate schedule);
+- time to the first step with a cold and a warm disk cache (fresh processes);
+- resident memory at step 100 and step 1000 (Fused), and the peak.
+
+    python benchmarks/train_step.py            # everything (a few minutes)
+    python benchmarks/train_step.py --quick    # fewer steps
+"""
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+
+import torchtpu
+from torchtpu import debug
+from torchtpu.testing import models
+
+DECODERS = {
+    "decoder_small": dict(width=64, layers=4, batch=4, seq=32),
+    "decoder_large": dict(width=128, layers=4, batch=8, seq=64),
+}
+
+
+def emit(bench, mode, metric, value, unit, **extra):
+    print(json.dumps(dict(bench=bench, mode=mode, metric=metric, value=round(value, 3), unit=unit, **extra)),
+          flush=True)
+
+
+class Job:
+    """One model, its optimizer and a stream of batches on one device."""
+
+    def __init__(self, name, device, schedule_steps=0):
+        torch.manual_seed(0)
+        self.device = device
+        gen = torch.Generator().manual_seed(0)
+        if name == "cnn":
+            self.model = models.SmallCNN().to(device)
+            self.batch = lambda: models.cnn_batch(16, gen)
+            self.loss = lambda x, y: torch.nn.functional.cross_entropy(self.model(x), y)
+        else:
+            shape = DECODERS[name]
+            data = models.CharData()
+            self.model = models.TinyGPT(data.vocab, width=shape["width"], layers=shape["layers"], heads=4,
+                                        max_len=shape["seq"]).to(device)
+            self.batch = lambda: data.batch(shape["batch"], shape["seq"], gen)
+            self.loss = lambda x, y: self.model(x, y)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3)
+        self.sched = (torch.optim.lr_scheduler.CosineAnnealingLR(self.opt, T_max=schedule_steps)
+                      if schedule_steps else None)
+
+    def step(self):
+        x, y = self.batch()
+        loss = self.loss(x.to(self.device), y.to(self.device))
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.opt.step()
+        if self.sched:
+            self.sched.step()
+        return loss.item()
+
+
+def step_time_ms(name, mode, steps, warmup=3):
+    device = "cpu" if mode == "cpu_eager" else "tpu"
+    if device == "tpu":
+        torchtpu.set_eager_mode(mode)
+    job = Job(name, device)
+    for _ in range(warmup):
+        job.step()
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        job.step()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def steady_compiles(name, steps):
+    torchtpu.set_eager_mode("fused")
+    job = Job(name, "tpu", schedule_steps=steps + 10)
+    for _ in range(5):
+        job.step()
+    before = debug.metrics()["compilations"]
+    for _ in range(steps):
+        job.step()
+    return (debug.metrics()["compilations"] - before) / steps
+
+
+def rss_mb():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def memory_flatness(name, steps):
+    torchtpu.set_eager_mode("fused")
+    job = Job(name, "tpu", schedule_steps=steps)
+    at = {}
+    for i in range(1, steps + 1):
+        job.step()
+        if i in (100, steps):
+            at[i] = rss_mb()
+    return at[100], at[steps]
+
+
+def first_step_child(name, mode):
+    """Runs in a fresh process: seconds from the model being ready to the
+    first step's loss."""
+    torchtpu.set_eager_mode(mode)
+    job = Job(name, "tpu")
+    torchtpu.synchronize()
+    t0 = time.perf_counter()
+    job.step()
+    print(json.dumps(dict(first_step_s=time.perf_counter() - t0, compilations=debug.metrics()["compilations"])))
+
+
+def first_step(name, mode):
+    cache = tempfile.mkdtemp(prefix="torchtpu-bench-cache-")
+    env = dict(os.environ, TORCHTPU_CACHE_DIR=cache, TORCHTPU_CACHE="1")
+    out = []
+    for _ in ("cold", "warm"):
+        r = subprocess.run([sys.executable, __file__, "--first-step-child", name, mode], env=env,
+                           capture_output=True, text=True, check=True)
+        out.append(json.loads(r.stdout.strip().splitlines()[-1]))
+    return out
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--steps", type=int, default=None)
+    p.add_argument("--models", default="decoder_small,decoder_large,cnn")
+    p.add_argument("--first-step-child", nargs=2, metavar=("MODEL", "MODE"))
+    args = p.parse_args()
+    torch.set_num_threads(1)
+    if args.first_step_child:
+        first_step_child(*args.first_step_child)
+        return
+    steps = args.steps or (5 if args.quick else 20)
+    names = args.models.split(",")
+    for name in names:
+        extra = DECODERS.get(name, {})
+        t = {}
+        for mode in ("debug", "strict", "fused", "cpu_eager"):
+            t[mode] = step_time_ms(name, mode, steps if mode != "debug" else max(3, steps // 4))
+            emit(name, mode, "step_time", t[mode], "ms", **extra)
+        emit(name, "fused_vs_strict", "speedup", t["strict"] / t["fused"], "x", **extra)
+        emit(name, "fused_vs_cpu_eager", "speedup", t["cpu_eager"] / t["fused"], "x", **extra)
+        emit(name, "strict_vs_debug", "speedup", t["debug"] / t["strict"], "x", **extra)
+        emit(name, "fused", "compiles_per_step", steady_compiles(name, 20 if args.quick else 100), "1/step",
+             **extra)
+        for mode in ("strict", "fused"):
+            cold, warm = first_step(name, mode)
+            emit(name, mode, "first_step_cold", cold["first_step_s"] * 1e3, "ms", compilations=cold["compilations"])
+            emit(name, mode, "first_step_warm", warm["first_step_s"] * 1e3, "ms", compilations=warm["compilations"])
+            emit(name, mode, "warm_vs_cold_first_step", cold["first_step_s"] / warm["first_step_s"], "x")
+    if "decoder_small" in names:
+        total = 200 if args.quick else 1000
+        r100, rend = memory_flatness("decoder_small", total)
+        emit("decoder_small", "fused", "rss_step_100", r100, "MiB")
+        emit("decoder_small", "fused", f"rss_step_{total}", rend, "MiB")
+        emit("decoder_small", "fused", "rss_growth", (rend / r100 - 1) * 100, "%")
+    emit("process", "all", "peak_rss", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "MiB")
+
+
+if __name__ == "__main__":
+    main()
