@@ -265,3 +265,20 @@ def test_adamw_step_donates_parameters_and_state():
     torchtpu.synchronize()
     assert [_C._storage_address(p) for p in model.parameters()] == addresses
     assert debug.metrics()["donated_buffers"] >= 3 * len(addresses)
+
+
+def test_warm_second_run_of_the_demo_compiles_nothing(tmp_path):
+    """The demo twice with one cache directory: the second run loads every
+    executable from disk."""
+    import re
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(HERE))
+    env = dict(os.environ, TORCHTPU_CACHE_DIR=str(tmp_path), TORCHTPU_CACHE="1")
+    counts = []
+    for _ in range(2):
+        r = subprocess.run([sys.executable, os.path.join(root, "examples", "train_gpt.py"), "--steps", "12"],
+                           env=env, capture_output=True, text=True, timeout=600, cwd=root)
+        assert r.returncode == 0, r.stderr
+        counts.append(int(re.search(r"compilations (\d+)", r.stdout).group(1)))
+    assert counts[0] > 0 and counts[1] == 0, counts

@@ -144,13 +144,12 @@ void Executor::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-void Executor::submit(std::unique_ptr<Task> t) {
+void Executor::submit(std::unique_ptr<Task> t, bool may_run_here) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    // With nothing queued or running and the executable at hand, the caller
-    // hands the program to the device itself: PJRT's execute only enqueues
-    // it, and a thread hop costs more than the whole dispatch.
-    if (!queue_.empty() || busy_ || inline_ || !t->ready_exe) {
+    // Debug Eager waits for every op anyway: with nothing queued or running
+    // and the executable at hand, the caller runs it, saving two thread hops.
+    if (!may_run_here || !queue_.empty() || busy_ || inline_ || !t->ready_exe) {
       queue_.push_back(std::move(t));
       if (sleeping_) cv_.notify_one();
       return;

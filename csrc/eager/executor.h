@@ -1,10 +1,8 @@
 // The executor runs tasks in order (wait for the executable, execute, fill the
 // output slots). A pool compiles executables off the Python thread; a task
-// whose executable is still compiling, or that arrives behind one, waits in
-// the queue of the executor's own thread, so the Python thread never waits
-// for a compiler. A task that finds nothing ahead of it and its executable
-// in memory is handed to PJRT by the submitting thread (an enqueue: PJRT
-// returns before the device finishes).
+// whose executable is still compiling waits in the executor's queue, so the
+// Python thread never waits for a compiler; the executor's own thread hands
+// programs to PJRT in order.
 #pragma once
 
 #include <atomic>
@@ -61,7 +59,9 @@ class Executor {
   // `on_error` records a failed task's error for the next sync point.
   explicit Executor(std::function<void(std::shared_ptr<const DeviceError>)> on_error);
   ~Executor();
-  void submit(std::unique_ptr<Task> t);
+  // `may_run_here`: the caller is about to wait for the task (Debug Eager);
+  // if nothing is ahead of it, it runs on the calling thread.
+  void submit(std::unique_ptr<Task> t, bool may_run_here = false);
   // Returns once every task submitted so far has run (not: finished on the
   // device).
   void drain();

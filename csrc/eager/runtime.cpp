@@ -148,7 +148,7 @@ void Runtime::submit(std::unique_ptr<Task> t) {
       }
     });
   }
-  executor_->submit(std::move(t));
+  executor_->submit(std::move(t), /*may_run_here=*/mode_ == EagerMode::kDebug);
   if (mode_ == EagerMode::kDebug) {
     executor_->wait_device();
     raise_pending_error();
