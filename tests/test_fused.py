@@ -282,3 +282,49 @@ def test_warm_second_run_of_the_demo_compiles_nothing(tmp_path):
         assert r.returncode == 0, r.stderr
         counts.append(int(re.search(r"compilations (\d+)", r.stdout).group(1)))
     assert counts[0] > 0 and counts[1] == 0, counts
+
+
+def test_cpp_stack_traces_setting_adds_cpp_frames():
+    import subprocess
+    import sys
+    code = ("import torch, torchtpu\n"
+            "z = torch.zeros(2 ** 38, device='tpu')\n"
+            "try:\n"
+            "    z.sum().item()\n"
+            "except torch.OutOfMemoryError as e:\n"
+            "    print('CPP' if 'C++ frames' in str(e) else 'NOCPP', 'LINE' if '<string>:2' in str(e) else '')\n")
+    root = os.path.dirname(os.path.dirname(HERE))
+    out = {}
+    for flag in ("0", "1"):
+        env = dict(os.environ, TORCHTPU_SHOW_CPP_STACKTRACES=flag)
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300, cwd=root)
+        out[flag] = r.stdout.strip().splitlines()[-1]
+    assert out == {"0": "NOCPP LINE", "1": "CPP LINE"}, out
+
+
+@pytest.mark.parametrize("op", ["index", "index_select", "gather", "embedding", "scatter", "index_add"])
+def test_debug_mode_catches_a_bad_index(op):
+    torchtpu.set_eager_mode("debug")
+    x = torch.arange(12.0, device="tpu").reshape(3, 4)
+    bad = torch.tensor([0, 5], device="tpu")
+    calls = {
+        "index": lambda: x[bad],
+        "index_select": lambda: x.index_select(1, bad),
+        "gather": lambda: x.gather(1, bad.reshape(1, 2)),
+        "embedding": lambda: torch.nn.functional.embedding(bad, x),
+        "scatter": lambda: x.scatter(0, bad.reshape(2, 1), 1.0),
+        "index_add": lambda: x.index_add(1, bad, torch.ones(3, 2, device="tpu")),
+    }
+    with pytest.raises(IndexError, match="index out of range"):
+        calls[op]()
+    # In range, the same call works and matches the CPU.
+    good = torch.tensor([0, 2], device="tpu")
+    bad.copy_(good)
+    torch.testing.assert_close(calls[op]().cpu(), {
+        "index": lambda: x.cpu()[good.cpu()],
+        "index_select": lambda: x.cpu().index_select(1, good.cpu()),
+        "gather": lambda: x.cpu().gather(1, good.cpu().reshape(1, 2)),
+        "embedding": lambda: torch.nn.functional.embedding(good.cpu(), x.cpu()),
+        "scatter": lambda: x.cpu().scatter(0, good.cpu().reshape(2, 1), 1.0),
+        "index_add": lambda: x.cpu().index_add(1, good.cpu(), torch.ones(3, 2)),
+    }[op]())

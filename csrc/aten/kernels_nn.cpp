@@ -195,6 +195,8 @@ std::vector<at::Tensor> expand_indices(const at::Tensor& self, const c10::List<s
   }
   TORCH_CHECK_INDEX(static_cast<int64_t>(out.size()) <= self.dim(), "too many indices for tensor of dimension ",
                     self.dim(), " (got ", out.size(), ")");
+  for (size_t d = 0; d < out.size(); ++d)
+    if (out[d].defined()) debug_check_index("aten::index", out[d], self.size(static_cast<int64_t>(d)));
   return out;
 }
 
@@ -320,6 +322,7 @@ at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor&
   TORCH_CHECK(source.dim() == self.dim() && source.size(w) == index.numel(),
               "index_add_(): source must have the shape of self with dim ", w, " of size index.numel()");
   check_same_device("aten::index_add", self.device(), {&index, &source, &out});
+  debug_check_index("aten::index_add", index, self.size(w));
   std::vector<at::Tensor> idx(w);
   idx.push_back(index.reshape({-1}));
   Kernel k("aten::index_add", self);
@@ -395,6 +398,7 @@ at::Tensor gather(const at::Tensor& self, int64_t dim, const at::Tensor& index, 
               "Index tensor must have the same number of dimensions as input tensor");
   if (self.dim() == 0) return self.clone();
   int64_t w = at::maybe_wrap_dim(dim, self.dim());
+  debug_check_index("aten::gather", index, self.size(w));
   Kernel k("aten::gather", self);
   Value t = gather_tuples(k, self, w, index);
   Value r = k.b().gather(k.in(self), t, all_dims(self.dim()), {}, to_dims(index.sizes()));
@@ -407,6 +411,7 @@ at::Tensor scatter_impl(const char* op, const at::Tensor& self, int64_t dim, con
                         const at::Tensor* src, const at::Scalar* value, bool add, bool inplace) {
   TORCH_CHECK(index.scalar_type() == at::kLong, op, "(): Expected dtype int64 for index");
   int64_t w = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+  if (self.dim() > 0) debug_check_index(op, index, self.size(w));
   Kernel k(op, self);
   Builder& b = k.b();
   Value base = k.in(self);

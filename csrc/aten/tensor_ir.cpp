@@ -104,6 +104,14 @@ void Kernel::run() {
   }
 }
 
+void debug_check_index(const char* op, const at::Tensor& index, int64_t size) {
+  if (eager::Runtime::get().mode() != eager::EagerMode::kDebug || !index.defined() || index.numel() == 0) return;
+  at::Tensor bad = at::logical_or(index < -size, index >= size).any();
+  TORCH_CHECK_INDEX(!bad.item<bool>(), op, ": index out of range for a dimension of size ", size,
+                    " (index tensor of shape ", index.sizes(), ", min ", index.min().item<int64_t>(), ", max ",
+                    index.max().item<int64_t>(), "; checked in Debug mode, other modes clamp)");
+}
+
 [[noreturn]] void rethrow_device_error(const eager::DeviceError& e) {
   if (e.out_of_memory()) TORCH_CHECK_WITH(OutOfMemoryError, false, "tpu out of memory: ", e.what());
   TORCH_CHECK(false, e.what());

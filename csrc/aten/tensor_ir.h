@@ -59,6 +59,11 @@ class Kernel {
   eager::OpGraph og_;
 };
 
+// Debug Eager only: raises IndexError when an index of `index` is outside
+// [-size, size) (the other modes clamp, as XLA does). Costs a device round
+// trip, which Debug mode pays per op anyway.
+void debug_check_index(const char* op, const at::Tensor& index, int64_t size);
+
 // Runs the kernel body, turning lowering errors into Python-visible errors
 // that name the op.
 [[noreturn]] void rethrow_lowering(const char* op, const std::exception& e);

@@ -72,7 +72,6 @@ PYBIND11_MODULE(_C, m) {
     torchtpu::aten::register_device();
   });
   m.def("_install_site_hooks", &torchtpu::python::install_site_hooks);
-  m.def("_install_site_hooks_off", [] { torchtpu::eager::set_site_hooks(nullptr, nullptr); });
   m.def("_shutdown", [] {
     py::gil_scoped_release nogil;
     Runtime::shutdown();
