@@ -67,8 +67,12 @@ pjrt::BufferPtr Slot::get() {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [&] { return done(); });
   }
-  if (err_) throw *err_;
+  if (err_) throw err_->described();
   return buf_;
+}
+
+DeviceError DeviceError::described() const {
+  return DeviceError(sites_.empty() ? std::string(what()) : describe_failure(sites_, what()), code_);
 }
 
 std::string describe_failure(const std::vector<OpSite>& sites, const std::string& what) {
@@ -245,13 +249,13 @@ void Executor::run(Task& t) {
     in_flight_.push_back(std::move(r.done));
     return;
   } catch (const DeviceError& e) {
-    failure = std::make_shared<DeviceError>(describe_failure(t.sites, e.what()), e.code());
+    failure = std::make_shared<DeviceError>(e.what(), e.code(), t.sites);
   } catch (const pjrt::Error& e) {
-    failure = std::make_shared<DeviceError>(describe_failure(t.sites, e.what()), e.code());
+    failure = std::make_shared<DeviceError>(e.what(), e.code(), t.sites);
   } catch (const std::exception& e) {
-    failure = std::make_shared<DeviceError>(describe_failure(t.sites, e.what()), 0);
+    failure = std::make_shared<DeviceError>(e.what(), 0, t.sites);
   }
-  if (show_cpp) failure = std::make_shared<DeviceError>(failure->what() + cpp_frames(), failure->code());
+  if (show_cpp) failure = std::make_shared<DeviceError>(failure->what() + cpp_frames(), failure->code(), t.sites);
   on_error_(failure);  // before waking readers, which clear it once raised
   for (const SlotPtr& o : t.outputs) o->fail(failure);
 }

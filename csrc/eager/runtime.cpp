@@ -129,7 +129,7 @@ void Runtime::raise_pending_error() {
     std::lock_guard<std::mutex> lock(error_mu_);
     e.swap(first_error_);
   }
-  if (e) throw *e;
+  if (e) throw e->described();
 }
 
 void Runtime::submit(std::unique_ptr<Task> t) {

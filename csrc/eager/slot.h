@@ -41,14 +41,21 @@ bool cpp_stacktraces();
 
 // An error from queued work, raised at a sync point. `code` is the PJRT
 // (absl) status code, 0 when the error did not come from PJRT.
+// The executor records the failing ops' sites; described() turns them into
+// text on the raising thread (resolving a site takes the GIL, which the
+// executor thread must never wait for).
 class DeviceError : public std::runtime_error {
  public:
-  DeviceError(const std::string& what, int code) : std::runtime_error(what), code_(code) {}
+  DeviceError(const std::string& what, int code, std::vector<OpSite> sites = {})
+      : std::runtime_error(what), code_(code), sites_(std::move(sites)) {}
   int code() const { return code_; }
   bool out_of_memory() const { return code_ == 8; }
+  // The error with its message naming the ops and their source lines.
+  DeviceError described() const;
 
  private:
   int code_;
+  std::vector<OpSite> sites_;
 };
 
 // One value: empty until the op that computes it has run.
