@@ -1,5 +1,6 @@
-"""Small reference models: an MLP and a GPT-style decoder (pre-norm blocks,
-causal self-attention written with plain tensor ops, GELU MLP)."""
+"""Small reference models: an MLP, a GPT-style decoder (pre-norm blocks,
+causal self-attention written with plain tensor ops, GELU MLP) and a CNN with
+batch norm and pooling."""
 import math
 import os
 
@@ -92,3 +93,25 @@ class CharData:
         x = torch.stack([self.data[s:s + seq] for s in starts])
         y = torch.stack([self.data[s + 1:s + seq + 1] for s in starts])
         return x, y
+
+
+class SmallCNN(nn.Module):
+    """Two conv + batch-norm + ReLU stages (the first max-pooled), global
+    average pooling and a linear classifier; input [N, 3, 32, 32]."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.AdaptiveAvgPool2d(1))
+        self.head = nn.Linear(32, classes)
+
+    def forward(self, x):
+        return self.head(torch.flatten(self.features(x), 1))
+
+
+def cnn_batch(batch, generator, classes=10):
+    """Random images [batch, 3, 32, 32] and labels [batch] for SmallCNN."""
+    x = torch.randn(batch, 3, 32, 32, generator=generator)
+    y = torch.randint(0, classes, (batch,), generator=generator)
+    return x, y

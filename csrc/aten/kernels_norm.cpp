@@ -1,0 +1,230 @@
+// Batch norm over dim 1 of [N, C, *]: native_batch_norm (what eager
+// nn.BatchNorm dispatches to, train and eval), the _native_batch_norm_legit
+// and _batch_norm_with/no_update forms that decompositions and export use,
+// and their backward. Training normalizes with the biased batch variance and
+// updates running_mean / running_var in place with momentum (unbiased
+// variance), as the CPU does; eval uses the running stats. save_mean /
+// save_invstd are the batch stats in training and empty in eval.
+#include <torch/library.h>
+
+#include "aten/tensor_ir.h"
+
+namespace torchtpu::aten {
+namespace {
+
+bool defined(const std::optional<at::Tensor>& t) { return t && t->defined(); }
+
+at::ScalarType acc_type(at::ScalarType t) { return (t == at::kHalf || t == at::kBFloat16) ? at::kFloat : t; }
+
+// The dtype of the saved stats: float when a reduced-precision input comes
+// with float parameters, else the input's.
+at::ScalarType param_type(const at::Tensor& input, std::initializer_list<const std::optional<at::Tensor>*> params) {
+  for (const auto* p : params)
+    if (defined(*p) && p->value().scalar_type() != input.scalar_type()) return at::kFloat;
+  return input.scalar_type();
+}
+
+std::vector<int64_t> non_channel_dims(const at::Tensor& t) {
+  std::vector<int64_t> d{0};
+  for (int64_t i = 2; i < t.dim(); ++i) d.push_back(i);
+  return d;
+}
+
+// A [C] value broadcast along dim 1 of `d`.
+Value per_channel(Builder& b, Value v, const ir::Dims& d) { return b.broadcast_in_dim(v, d, {1}); }
+
+void check_channels(const char* op, const at::Tensor& input, std::initializer_list<const std::optional<at::Tensor>*> ts) {
+  TORCH_CHECK(input.dim() >= 2, op, ": expected an input with at least 2 dims, got ", input.sizes());
+  for (const auto* t : ts)
+    if (defined(*t)) {
+      TORCH_CHECK(t->value().dim() == 1 && t->value().size(0) == input.size(1), op,
+                  ": expected a tensor of size [", input.size(1), "] for each per-channel argument, got ",
+                  t->value().sizes());
+      check_same_device(op, input.device(), {&t->value()});
+    }
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_impl(
+    const char* op, const at::Tensor& input, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& running_mean,
+    const std::optional<at::Tensor>& running_var, bool training, double momentum, double eps) {
+  check_channels(op, input, {&weight, &bias, &running_mean, &running_var});
+  TORCH_CHECK(training || (defined(running_mean) && defined(running_var)), op,
+              ": running_mean and running_var must be defined in evaluation mode");
+  TORCH_CHECK(at::isFloatingType(input.scalar_type()), op, ": expected a floating point input, got ",
+              input.scalar_type());
+  Kernel k(op, input);
+  Builder& b = k.b();
+  const at::ScalarType ct = acc_type(input.scalar_type()), st = param_type(input, {&weight, &bias, &running_mean});
+  const DType c = to_ir(ct);
+  Value x = k.in(input, ct);
+  const ir::Dims d = b.dims(x);
+  const auto red = non_channel_dims(input);
+  const double n = static_cast<double>(input.numel() / std::max<int64_t>(input.size(1), 1));
+  Value mean, invstd, var_sum;
+  if (training) {
+    mean = b.div(b.reduce_sum(x, red), b.constant(c, n));
+    Value xc = b.sub(x, per_channel(b, mean, d));
+    var_sum = b.reduce_sum(b.mul(xc, xc), red);
+    invstd = b.rsqrt(b.add(b.div(var_sum, b.constant(c, n)), b.constant(c, eps, b.dims(var_sum))));
+  } else {
+    mean = k.in(*running_mean, ct);
+    invstd = b.rsqrt(b.add(k.in(*running_var, ct), b.constant(c, eps, {input.size(1)})));
+  }
+  Value y = b.mul(b.sub(x, per_channel(b, mean, d)), per_channel(b, invstd, d));
+  if (defined(weight)) y = b.mul(y, per_channel(b, k.in(*weight, ct), d));
+  if (defined(bias)) y = b.add(y, per_channel(b, k.in(*bias, ct), d));
+  at::Tensor out = k.out(y, input.scalar_type());
+  at::Tensor save_mean, save_invstd;
+  if (training) {
+    save_mean = k.out(mean, st);
+    save_invstd = k.out(invstd, st);
+    // Momentum is an argument, not structure: momentum=None makes it change
+    // every step.
+    Value m = b.broadcast_to(k.scalar(momentum, ct), {input.size(1)});
+    Value keep = b.sub(b.constant(c, 1, {input.size(1)}), m);
+    if (defined(running_mean))
+      k.into(*running_mean, b.add(b.mul(k.in(*running_mean, ct), keep), b.mul(mean, m)));
+    if (defined(running_var)) {
+      Value unbiased = b.div(var_sum, b.constant(c, n - 1, b.dims(var_sum)));
+      k.into(*running_var, b.add(b.mul(k.in(*running_var, ct), keep), b.mul(unbiased, m)));
+    }
+  } else {
+    save_mean = empty_device({0}, st, input.device().index());
+    save_invstd = empty_device({0}, st, input.device().index());
+  }
+  k.run();
+  return {out, save_mean, save_invstd};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward_impl(
+    const char* op, const at::Tensor& grad_out, const at::Tensor& input, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var,
+    const std::optional<at::Tensor>& save_mean, const std::optional<at::Tensor>& save_invstd, bool train, double eps,
+    std::array<bool, 3> mask) {
+  // In eval mode the saved stats are the forward's empty tensors.
+  check_channels(op, input, {&weight, &running_mean, &running_var});
+  if (train) check_channels(op, input, {&save_mean, &save_invstd});
+  check_same_device(op, input.device(), {&grad_out});
+  TORCH_CHECK(train ? defined(save_mean) && defined(save_invstd) : defined(running_mean) && defined(running_var), op,
+              train ? ": save_mean and save_invstd must be defined in training mode"
+                    : ": running_mean and running_var must be defined in evaluation mode");
+  Kernel k(op, input);
+  Builder& b = k.b();
+  const at::ScalarType ct = acc_type(input.scalar_type()), st = param_type(input, {&weight, &running_mean});
+  const DType c = to_ir(ct);
+  Value x = k.in(input, ct), g = k.in(grad_out, ct);
+  const ir::Dims d = b.dims(x);
+  const auto red = non_channel_dims(input);
+  const double n = static_cast<double>(input.numel() / std::max<int64_t>(input.size(1), 1));
+  Value mean = train ? k.in(*save_mean, ct) : k.in(*running_mean, ct);
+  Value invstd = train ? k.in(*save_invstd, ct)
+                       : b.rsqrt(b.add(k.in(*running_var, ct), b.constant(c, eps, {input.size(1)})));
+  Value xhat = b.mul(b.sub(x, per_channel(b, mean, d)), per_channel(b, invstd, d));
+  Value sum_g = b.reduce_sum(g, red), sum_gx = b.reduce_sum(b.mul(g, xhat), red);
+  at::Tensor gi, gw, gb;
+  if (mask[0]) {
+    Value scale = defined(weight) ? b.mul(invstd, k.in(*weight, ct)) : invstd;
+    Value gx = g;
+    if (train) {
+      Value cn = b.constant(c, n, {input.size(1)});
+      gx = b.sub(b.sub(g, per_channel(b, b.div(sum_g, cn), d)),
+                 b.mul(xhat, per_channel(b, b.div(sum_gx, cn), d)));
+    }
+    gi = k.out(b.mul(gx, per_channel(b, scale, d)), input.scalar_type());
+  }
+  if (mask[1]) gw = k.out(sum_gx, defined(weight) ? weight->scalar_type() : st);
+  if (mask[2]) gb = k.out(sum_g, defined(weight) ? weight->scalar_type() : st);
+  k.run();
+  return {gi, gw, gb};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+    const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var, bool training,
+    double momentum, double eps) {
+  TPU_COUNT("aten::native_batch_norm");
+  return batch_norm_impl("aten::native_batch_norm", input, weight, bias, running_mean, running_var, training,
+                         momentum, eps);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> legit(const at::Tensor& input, const std::optional<at::Tensor>& weight,
+                                                     const std::optional<at::Tensor>& bias, at::Tensor& running_mean,
+                                                     at::Tensor& running_var, bool training, double momentum,
+                                                     double eps) {
+  TPU_COUNT("aten::_native_batch_norm_legit");
+  return batch_norm_impl("aten::_native_batch_norm_legit", input, weight, bias, running_mean, running_var, training,
+                         momentum, eps);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> legit_no_stats(const at::Tensor& input,
+                                                              const std::optional<at::Tensor>& weight,
+                                                              const std::optional<at::Tensor>& bias, bool training,
+                                                              double momentum, double eps) {
+  TPU_COUNT("aten::_native_batch_norm_legit.no_stats");
+  return batch_norm_impl("aten::_native_batch_norm_legit.no_stats", input, weight, bias, std::nullopt, std::nullopt,
+                         training, momentum, eps);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> legit_no_training(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+    const at::Tensor& running_mean, const at::Tensor& running_var, double momentum, double eps) {
+  TPU_COUNT("aten::_native_batch_norm_legit_no_training");
+  return batch_norm_impl("aten::_native_batch_norm_legit_no_training", input, weight, bias, running_mean,
+                         running_var, false, momentum, eps);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> with_update(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+    at::Tensor& running_mean, at::Tensor& running_var, double momentum, double eps) {
+  TPU_COUNT("aten::_batch_norm_with_update");
+  auto [out, mean, invstd] = batch_norm_impl("aten::_batch_norm_with_update", input, weight, bias, running_mean,
+                                             running_var, true, momentum, eps);
+  return {out, mean, invstd, empty_device({0}, at::kByte, input.device().index())};
+}
+
+// PyTorch's own kernel for this composite calls the CPU implementation.
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> no_update(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+    const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var, double momentum,
+    double eps) {
+  TPU_COUNT("aten::_batch_norm_no_update");
+  auto [out, mean, invstd] = batch_norm_impl("aten::_batch_norm_no_update", input, weight, bias, running_mean,
+                                             running_var, false, momentum, eps);
+  return {out, mean, invstd, empty_device({0}, at::kByte, input.device().index())};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm_backward(
+    const at::Tensor& grad_out, const at::Tensor& input, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var,
+    const std::optional<at::Tensor>& save_mean, const std::optional<at::Tensor>& save_invstd, bool train, double eps,
+    std::array<bool, 3> mask) {
+  TPU_COUNT("aten::native_batch_norm_backward");
+  return batch_norm_backward_impl("aten::native_batch_norm_backward", grad_out, input, weight, running_mean,
+                                  running_var, save_mean, save_invstd, train, eps, mask);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward(
+    const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& weight,
+    const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var,
+    const std::optional<at::Tensor>& save_mean, const std::optional<at::Tensor>& save_var, bool update, double eps,
+    std::array<bool, 3> mask, const at::Tensor& reserve) {
+  TPU_COUNT("aten::batch_norm_backward");
+  return batch_norm_backward_impl("aten::batch_norm_backward", grad_out, input, weight, running_mean, running_var,
+                                  save_mean, save_var, update, eps, mask);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("native_batch_norm", TORCH_FN(native_batch_norm));
+  m.impl("native_batch_norm_backward", TORCH_FN(native_batch_norm_backward));
+  m.impl("_native_batch_norm_legit", TORCH_FN(legit));
+  m.impl("_native_batch_norm_legit.no_stats", TORCH_FN(legit_no_stats));
+  m.impl("_native_batch_norm_legit_no_training", TORCH_FN(legit_no_training));
+  m.impl("_batch_norm_with_update", TORCH_FN(with_update));
+  m.impl("_batch_norm_no_update", TORCH_FN(no_update));
+  m.impl("batch_norm_backward", TORCH_FN(batch_norm_backward));
+}
+
+}  // namespace torchtpu::aten

@@ -1,0 +1,313 @@
+// Pooling: max pooling with indices, average pooling and adaptive average
+// pooling, 2-D and 3-D (1-D ops reach the 2-D ones through PyTorch's
+// composites), forward and backward, with the argument checks of PyTorch's
+// CPU kernels.
+#include <c10/core/SymIntArrayRef.h>
+#include <torch/library.h>
+
+#include "aten/tensor_ir.h"
+#include "ops/pool.h"
+
+namespace torchtpu::aten {
+namespace {
+
+at::ScalarType acc_type(at::ScalarType t) { return (t == at::kHalf || t == at::kBFloat16) ? at::kFloat : t; }
+
+ir::Dims expand(const char* op, const char* name, at::IntArrayRef a, size_t nsp, const ir::Dims& dflt) {
+  if (a.empty()) return dflt;
+  TORCH_CHECK(a.size() == 1 || a.size() == nsp, op, ": ", name, " must either be a single int, or a tuple of ", nsp,
+              " ints");
+  return a.size() == 1 ? ir::Dims(nsp, a[0]) : to_dims(a);
+}
+
+void check_input(const char* op, const at::Tensor& self, size_t nsp) {
+  const int64_t r = static_cast<int64_t>(nsp);
+  TORCH_CHECK(self.dim() == r + 1 || self.dim() == r + 2, op, ": Expected ", r + 1, "D or ", r + 2,
+              "D input tensor, but got ", self.sizes());
+  for (int64_t i = 1; i < self.dim(); ++i)
+    TORCH_CHECK(self.size(i) > 0, op, ": Expected input's non-batch dimensions to have positive length, but input "
+                "has a shape of ", self.sizes(), " and non-batch dimension ", self.size(i), " has length zero!");
+}
+
+ops::PoolParams pool_params(const char* op, const at::Tensor& self, size_t nsp, at::IntArrayRef kernel,
+                            at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode) {
+  check_input(op, self, nsp);
+  ops::PoolParams p;
+  TORCH_CHECK(!kernel.empty(), op, ": kernel_size must either be a single int, or a tuple of ", nsp, " ints");
+  p.kernel = expand(op, "kernel_size", kernel, nsp, {});
+  p.stride = expand(op, "stride", stride, nsp, p.kernel);
+  p.padding = expand(op, "padding", padding, nsp, ir::Dims(nsp, 0));
+  p.dilation = expand(op, "dilation", dilation, nsp, ir::Dims(nsp, 1));
+  p.ceil_mode = ceil_mode;
+  for (size_t i = 0; i < nsp; ++i) {
+    TORCH_CHECK(p.kernel[i] > 0, op, ": kernel size should be greater than zero, but got ", kernel);
+    TORCH_CHECK(p.stride[i] > 0, op, ": stride should be greater than zero, but got ", stride);
+    TORCH_CHECK(p.dilation[i] > 0, op, ": dilation should be greater than zero, but got ", dilation);
+    TORCH_CHECK(p.padding[i] >= 0 && p.padding[i] <= p.kernel[i] / 2, op,
+                ": pad should be at most half of effective kernel size, but got pad=", p.padding[i],
+                ", kernel_size=", p.kernel[i], " and dilation=", p.dilation[i]);
+  }
+  ir::Dims out = ops::pool_output_spatial(to_dims(self.sizes()), p);
+  for (int64_t o : out)
+    TORCH_CHECK(o >= 1, op, ": Given input size ", self.sizes(), ", calculated output size ", ops::shape_str(out),
+                ". Output size is too small");
+  return p;
+}
+
+// ---- max pooling --------------------------------------------------------------------
+
+std::tuple<at::Tensor, at::Tensor> max_pool_impl(const char* op, size_t nsp, const at::Tensor& self,
+                                                 at::IntArrayRef kernel, at::IntArrayRef stride,
+                                                 at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode,
+                                                 const at::Tensor* out, const at::Tensor* indices) {
+  ops::PoolParams p = pool_params(op, self, nsp, kernel, stride, padding, dilation, ceil_mode);
+  Kernel k(op, self);
+  ops::MaxPool r = ops::max_pool(k.b(), k.in(self), p);
+  at::Tensor v = k.result(r.values, self.scalar_type(), out);
+  at::Tensor i = k.result(r.indices, at::kLong, indices);
+  k.run();
+  return {v, i};
+}
+
+at::Tensor max_pool_backward_impl(const char* op, size_t nsp, const at::Tensor& grad, const at::Tensor& self,
+                                  at::IntArrayRef kernel, at::IntArrayRef stride, at::IntArrayRef padding,
+                                  at::IntArrayRef dilation, bool ceil_mode, const at::Tensor& indices,
+                                  const at::Tensor* grad_input) {
+  ops::PoolParams p = pool_params(op, self, nsp, kernel, stride, padding, dilation, ceil_mode);
+  check_same_device(op, self.device(), {&grad, &indices});
+  TORCH_CHECK(grad.sizes() == indices.sizes(), op, ": grad_output ", grad.sizes(), " and indices ", indices.sizes(),
+              " differ in shape");
+  Kernel k(op, self);
+  Value g = k.in(grad, self.scalar_type());
+  Value r = ops::max_pool_backward(k.b(), g, k.in(indices, at::kLong), to_dims(self.sizes()), p);
+  at::Tensor result = k.result(r, self.scalar_type(), grad_input);
+  k.run();
+  return result;
+}
+
+std::tuple<at::Tensor, at::Tensor> max_pool2d(const at::Tensor& s, at::IntArrayRef k, at::IntArrayRef st,
+                                              at::IntArrayRef p, at::IntArrayRef d, bool c) {
+  TPU_COUNT("aten::max_pool2d_with_indices");
+  return max_pool_impl("aten::max_pool2d_with_indices", 2, s, k, st, p, d, c, nullptr, nullptr);
+}
+std::tuple<at::Tensor&, at::Tensor&> max_pool2d_out(const at::Tensor& s, at::IntArrayRef k, at::IntArrayRef st,
+                                                    at::IntArrayRef p, at::IntArrayRef d, bool c, at::Tensor& out,
+                                                    at::Tensor& idx) {
+  TPU_COUNT("aten::max_pool2d_with_indices.out");
+  max_pool_impl("aten::max_pool2d_with_indices.out", 2, s, k, st, p, d, c, &out, &idx);
+  return {out, idx};
+}
+at::Tensor max_pool2d_backward(const at::Tensor& g, const at::Tensor& s, at::IntArrayRef k, at::IntArrayRef st,
+                               at::IntArrayRef p, at::IntArrayRef d, bool c, const at::Tensor& idx) {
+  TPU_COUNT("aten::max_pool2d_with_indices_backward");
+  return max_pool_backward_impl("aten::max_pool2d_with_indices_backward", 2, g, s, k, st, p, d, c, idx, nullptr);
+}
+at::Tensor& max_pool2d_backward_out(const at::Tensor& g, const at::Tensor& s, at::IntArrayRef k, at::IntArrayRef st,
+                                    at::IntArrayRef p, at::IntArrayRef d, bool c, const at::Tensor& idx,
+                                    at::Tensor& gi) {
+  TPU_COUNT("aten::max_pool2d_with_indices_backward.grad_input");
+  max_pool_backward_impl("aten::max_pool2d_with_indices_backward", 2, g, s, k, st, p, d, c, idx, &gi);
+  return gi;
+}
+std::tuple<at::Tensor, at::Tensor> max_pool3d(const at::Tensor& s, at::IntArrayRef k, at::IntArrayRef st,
+                                              at::IntArrayRef p, at::IntArrayRef d, bool c) {
+  TPU_COUNT("aten::max_pool3d_with_indices");
+  return max_pool_impl("aten::max_pool3d_with_indices", 3, s, k, st, p, d, c, nullptr, nullptr);
+}
+std::tuple<at::Tensor&, at::Tensor&> max_pool3d_out(const at::Tensor& s, at::IntArrayRef k, at::IntArrayRef st,
+                                                    at::IntArrayRef p, at::IntArrayRef d, bool c, at::Tensor& out,
+                                                    at::Tensor& idx) {
+  TPU_COUNT("aten::max_pool3d_with_indices.out");
+  max_pool_impl("aten::max_pool3d_with_indices.out", 3, s, k, st, p, d, c, &out, &idx);
+  return {out, idx};
+}
+at::Tensor max_pool3d_backward(const at::Tensor& g, const at::Tensor& s, at::IntArrayRef k, at::IntArrayRef st,
+                               at::IntArrayRef p, at::IntArrayRef d, bool c, const at::Tensor& idx) {
+  TPU_COUNT("aten::max_pool3d_with_indices_backward");
+  return max_pool_backward_impl("aten::max_pool3d_with_indices_backward", 3, g, s, k, st, p, d, c, idx, nullptr);
+}
+at::Tensor& max_pool3d_backward_out(const at::Tensor& g, const at::Tensor& s, at::IntArrayRef k, at::IntArrayRef st,
+                                    at::IntArrayRef p, at::IntArrayRef d, bool c, const at::Tensor& idx,
+                                    at::Tensor& gi) {
+  TPU_COUNT("aten::max_pool3d_with_indices_backward.grad_input");
+  max_pool_backward_impl("aten::max_pool3d_with_indices_backward", 3, g, s, k, st, p, d, c, idx, &gi);
+  return gi;
+}
+
+// ---- average pooling ------------------------------------------------------------------
+
+void check_float(const char* op, const at::Tensor& t) {
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(t.scalar_type()), op, ": dtype ", t.scalar_type(),
+                              " is not supported on tpu (floating point only)");
+}
+
+void check_divisor(const char* op, std::optional<int64_t> divisor) {
+  TORCH_CHECK(!divisor || *divisor != 0, op, ": divisor must be not zero");
+}
+
+at::Tensor avg_pool_impl(const char* op, size_t nsp, const at::Tensor& self, at::IntArrayRef kernel,
+                         at::IntArrayRef stride, at::IntArrayRef padding, bool ceil_mode, bool include_pad,
+                         std::optional<int64_t> divisor, const at::Tensor* out) {
+  ops::PoolParams p = pool_params(op, self, nsp, kernel, stride, padding, {}, ceil_mode);
+  check_float(op, self);
+  check_divisor(op, divisor);
+  Kernel k(op, self);
+  Value r = ops::avg_pool(k.b(), k.in(self, acc_type(self.scalar_type())), p, include_pad, divisor);
+  at::Tensor result = k.result(r, self.scalar_type(), out);
+  k.run();
+  return result;
+}
+
+at::Tensor avg_pool_backward_impl(const char* op, size_t nsp, const at::Tensor& grad, const at::Tensor& self,
+                                  at::IntArrayRef kernel, at::IntArrayRef stride, at::IntArrayRef padding,
+                                  bool ceil_mode, bool include_pad, std::optional<int64_t> divisor,
+                                  const at::Tensor* grad_input) {
+  ops::PoolParams p = pool_params(op, self, nsp, kernel, stride, padding, {}, ceil_mode);
+  check_float(op, self);
+  check_divisor(op, divisor);
+  check_same_device(op, self.device(), {&grad});
+  ir::Dims out = ops::pool_output_spatial(to_dims(self.sizes()), p);
+  TORCH_CHECK(ir::Dims(grad.sizes().end() - nsp, grad.sizes().end()) == out && grad.dim() == self.dim(), op,
+              ": grad_output has shape ", grad.sizes(), ", expected spatial sizes ", ops::shape_str(out));
+  Kernel k(op, self);
+  Value g = k.in(grad, acc_type(self.scalar_type()));
+  Value r = ops::avg_pool_backward(k.b(), g, to_dims(self.sizes()), p, include_pad, divisor);
+  at::Tensor result = k.result(r, self.scalar_type(), grad_input);
+  k.run();
+  return result;
+}
+
+at::Tensor avg_pool2d(const at::Tensor& s, at::IntArrayRef k, at::IntArrayRef st, at::IntArrayRef p, bool c,
+                      bool inc, std::optional<int64_t> div) {
+  TPU_COUNT("aten::avg_pool2d");
+  return avg_pool_impl("aten::avg_pool2d", 2, s, k, st, p, c, inc, div, nullptr);
+}
+at::Tensor& avg_pool2d_out(const at::Tensor& s, at::IntArrayRef k, at::IntArrayRef st, at::IntArrayRef p, bool c,
+                           bool inc, std::optional<int64_t> div, at::Tensor& out) {
+  TPU_COUNT("aten::avg_pool2d.out");
+  avg_pool_impl("aten::avg_pool2d.out", 2, s, k, st, p, c, inc, div, &out);
+  return out;
+}
+at::Tensor avg_pool2d_backward(const at::Tensor& g, const at::Tensor& s, at::IntArrayRef k, at::IntArrayRef st,
+                               at::IntArrayRef p, bool c, bool inc, std::optional<int64_t> div) {
+  TPU_COUNT("aten::avg_pool2d_backward");
+  return avg_pool_backward_impl("aten::avg_pool2d_backward", 2, g, s, k, st, p, c, inc, div, nullptr);
+}
+at::Tensor& avg_pool2d_backward_out(const at::Tensor& g, const at::Tensor& s, at::IntArrayRef k, at::IntArrayRef st,
+                                    at::IntArrayRef p, bool c, bool inc, std::optional<int64_t> div, at::Tensor& gi) {
+  TPU_COUNT("aten::avg_pool2d_backward.grad_input");
+  avg_pool_backward_impl("aten::avg_pool2d_backward", 2, g, s, k, st, p, c, inc, div, &gi);
+  return gi;
+}
+at::Tensor avg_pool3d(const at::Tensor& s, at::IntArrayRef k, at::IntArrayRef st, at::IntArrayRef p, bool c,
+                      bool inc, std::optional<int64_t> div) {
+  TPU_COUNT("aten::avg_pool3d");
+  return avg_pool_impl("aten::avg_pool3d", 3, s, k, st, p, c, inc, div, nullptr);
+}
+at::Tensor& avg_pool3d_out(const at::Tensor& s, at::IntArrayRef k, at::IntArrayRef st, at::IntArrayRef p, bool c,
+                           bool inc, std::optional<int64_t> div, at::Tensor& out) {
+  TPU_COUNT("aten::avg_pool3d.out");
+  avg_pool_impl("aten::avg_pool3d.out", 3, s, k, st, p, c, inc, div, &out);
+  return out;
+}
+at::Tensor avg_pool3d_backward(const at::Tensor& g, const at::Tensor& s, at::IntArrayRef k, at::IntArrayRef st,
+                               at::IntArrayRef p, bool c, bool inc, std::optional<int64_t> div) {
+  TPU_COUNT("aten::avg_pool3d_backward");
+  return avg_pool_backward_impl("aten::avg_pool3d_backward", 3, g, s, k, st, p, c, inc, div, nullptr);
+}
+at::Tensor& avg_pool3d_backward_out(const at::Tensor& g, const at::Tensor& s, at::IntArrayRef k, at::IntArrayRef st,
+                                    at::IntArrayRef p, bool c, bool inc, std::optional<int64_t> div, at::Tensor& gi) {
+  TPU_COUNT("aten::avg_pool3d_backward.grad_input");
+  avg_pool_backward_impl("aten::avg_pool3d_backward", 3, g, s, k, st, p, c, inc, div, &gi);
+  return gi;
+}
+
+// ---- adaptive average pooling ------------------------------------------------------------
+
+at::Tensor adaptive_impl(const char* op, size_t nsp, const at::Tensor& self, c10::SymIntArrayRef output_size,
+                         const at::Tensor* out) {
+  check_input(op, self, nsp);
+  check_float(op, self);
+  TORCH_CHECK(output_size.size() == nsp, op, ": output_size must be ", nsp);
+  ir::Dims osz;
+  for (const c10::SymInt& s : output_size) {
+    osz.push_back(s.guard_int(__FILE__, __LINE__));
+    TORCH_CHECK(osz.back() >= 0, op, ": elements of output_size must be greater than or equal to 0 but received ",
+                osz.back());
+  }
+  Kernel k(op, self);
+  Value r = ops::adaptive_avg_pool(k.b(), k.in(self, acc_type(self.scalar_type())), osz);
+  at::Tensor result = k.result(r, self.scalar_type(), out);
+  k.run();
+  return result;
+}
+
+at::Tensor adaptive_backward_impl(const char* op, size_t nsp, const at::Tensor& grad, const at::Tensor& self) {
+  check_input(op, self, nsp);
+  check_float(op, self);
+  check_same_device(op, self.device(), {&grad});
+  TORCH_CHECK(grad.dim() == self.dim(), op, ": grad_output and input ranks differ (", grad.sizes(), " and ",
+              self.sizes(), ")");
+  Kernel k(op, self);
+  ir::Dims in(self.sizes().end() - nsp, self.sizes().end());
+  Value r = ops::adaptive_avg_pool_backward(k.b(), k.in(grad, acc_type(self.scalar_type())), in);
+  at::Tensor result = k.out(r, self.scalar_type());
+  k.run();
+  return result;
+}
+
+at::Tensor adaptive_avg_pool2d(const at::Tensor& s, c10::SymIntArrayRef o) {
+  TPU_COUNT("aten::_adaptive_avg_pool2d");
+  return adaptive_impl("aten::_adaptive_avg_pool2d", 2, s, o, nullptr);
+}
+at::Tensor& adaptive_avg_pool2d_out(const at::Tensor& s, c10::SymIntArrayRef o, at::Tensor& out) {
+  TPU_COUNT("aten::adaptive_avg_pool2d.out");
+  adaptive_impl("aten::adaptive_avg_pool2d.out", 2, s, o, &out);
+  return out;
+}
+at::Tensor adaptive_avg_pool2d_backward(const at::Tensor& g, const at::Tensor& s) {
+  TPU_COUNT("aten::_adaptive_avg_pool2d_backward");
+  return adaptive_backward_impl("aten::_adaptive_avg_pool2d_backward", 2, g, s);
+}
+at::Tensor adaptive_avg_pool3d(const at::Tensor& s, c10::SymIntArrayRef o) {
+  TPU_COUNT("aten::_adaptive_avg_pool3d");
+  return adaptive_impl("aten::_adaptive_avg_pool3d", 3, s, o, nullptr);
+}
+at::Tensor& adaptive_avg_pool3d_out(const at::Tensor& s, c10::SymIntArrayRef o, at::Tensor& out) {
+  TPU_COUNT("aten::adaptive_avg_pool3d.out");
+  adaptive_impl("aten::adaptive_avg_pool3d.out", 3, s, o, &out);
+  return out;
+}
+at::Tensor adaptive_avg_pool3d_backward(const at::Tensor& g, const at::Tensor& s) {
+  TPU_COUNT("aten::_adaptive_avg_pool3d_backward");
+  return adaptive_backward_impl("aten::_adaptive_avg_pool3d_backward", 3, g, s);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("max_pool2d_with_indices", TORCH_FN(max_pool2d));
+  m.impl("max_pool2d_with_indices.out", TORCH_FN(max_pool2d_out));
+  m.impl("max_pool2d_with_indices_backward", TORCH_FN(max_pool2d_backward));
+  m.impl("max_pool2d_with_indices_backward.grad_input", TORCH_FN(max_pool2d_backward_out));
+  m.impl("max_pool3d_with_indices", TORCH_FN(max_pool3d));
+  m.impl("max_pool3d_with_indices.out", TORCH_FN(max_pool3d_out));
+  m.impl("max_pool3d_with_indices_backward", TORCH_FN(max_pool3d_backward));
+  m.impl("max_pool3d_with_indices_backward.grad_input", TORCH_FN(max_pool3d_backward_out));
+  m.impl("avg_pool2d", TORCH_FN(avg_pool2d));
+  m.impl("avg_pool2d.out", TORCH_FN(avg_pool2d_out));
+  m.impl("avg_pool2d_backward", TORCH_FN(avg_pool2d_backward));
+  m.impl("avg_pool2d_backward.grad_input", TORCH_FN(avg_pool2d_backward_out));
+  m.impl("avg_pool3d", TORCH_FN(avg_pool3d));
+  m.impl("avg_pool3d.out", TORCH_FN(avg_pool3d_out));
+  m.impl("avg_pool3d_backward", TORCH_FN(avg_pool3d_backward));
+  m.impl("avg_pool3d_backward.grad_input", TORCH_FN(avg_pool3d_backward_out));
+  m.impl("_adaptive_avg_pool2d", TORCH_FN(adaptive_avg_pool2d));
+  m.impl("adaptive_avg_pool2d.out", TORCH_FN(adaptive_avg_pool2d_out));
+  m.impl("_adaptive_avg_pool2d_backward", TORCH_FN(adaptive_avg_pool2d_backward));
+  m.impl("_adaptive_avg_pool3d", TORCH_FN(adaptive_avg_pool3d));
+  m.impl("adaptive_avg_pool3d.out", TORCH_FN(adaptive_avg_pool3d_out));
+  m.impl("_adaptive_avg_pool3d_backward", TORCH_FN(adaptive_avg_pool3d_backward));
+}
+
+}  // namespace torchtpu::aten

@@ -1,0 +1,240 @@
+#include "ops/pool.h"
+
+#include <algorithm>
+
+namespace torchtpu::ops {
+
+using ir::Attr;
+
+namespace {
+
+Value logical(Builder& b, const char* op, Value x, Value y) {
+  y = b.broadcast_to(y, b.dims(x));
+  return b.graph().add(op, {x, y}, b.type(x));
+}
+
+int64_t floor_div(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+// Calls f(offset) for every kernel offset, last dim fastest.
+template <typename F>
+void each_offset(const Dims& kernel, F f) {
+  Dims k(kernel.size(), 0);
+  for (;;) {
+    f(k);
+    size_t i = k.size();
+    while (i > 0 && ++k[i - 1] == kernel[i - 1]) k[--i] = 0;
+    if (i == 0) return;
+  }
+}
+
+// For one kernel offset: the flat in-plane input index each output position
+// reads, and whether that position lies inside the input (not padding).
+struct Taps {
+  Value flat;   // s64 [*O]
+  Value valid;  // bool [*O]
+};
+
+Taps taps(Builder& b, const Dims& in, const Dims& out, const PoolParams& p, const Dims& offset) {
+  const size_t nsp = out.size();
+  Value flat, valid;
+  for (size_t i = 0; i < nsp; ++i) {
+    Value o = b.iota(DType::kS64, out, static_cast<int64_t>(i));
+    Value pos = b.add_c(b.mul_c(o, static_cast<double>(p.stride[i])),
+                        static_cast<double>(offset[i] * p.dilation[i] - p.padding[i]));
+    Value ok = logical(b, "stablehlo.and", b.compare(pos, b.constant(DType::kS64, 0), Cmp::kGE),
+                       b.compare(pos, b.constant(DType::kS64, static_cast<double>(in[i])), Cmp::kLT));
+    valid = i == 0 ? ok : logical(b, "stablehlo.and", valid, ok);
+    flat = i == 0 ? pos : b.add(b.mul_c(flat, static_cast<double>(in[i])), pos);
+  }
+  return {flat, valid};
+}
+
+Dims trailing(const Dims& d, size_t n) { return Dims(d.end() - n, d.end()); }
+
+Dims with_spatial(const Dims& d, const Dims& sp) {
+  Dims r(d.begin(), d.end() - sp.size());
+  r.insert(r.end(), sp.begin(), sp.end());
+  return r;
+}
+
+Value reduce_window_sum(Builder& b, Value x, const Dims& window, const Dims& strides) {
+  const Dims& d = b.dims(x);
+  Dims out;
+  for (size_t i = 0; i < d.size(); ++i) out.push_back((d[i] - window[i]) / strides[i] + 1);
+  Value init = b.constant(b.dtype(x), 0);
+  return b.graph().add("stablehlo.reduce_window", {x, init}, Type{b.dtype(x), out},
+                       {Attr::array("window_dimensions", window), Attr::array("window_strides", strides)},
+                       ir::Body::kAdd);
+}
+
+// The per-spatial-dim list `sp` behind rank - sp.size() lead dims of `fill`.
+Dims full_rank(size_t rank, const Dims& sp, int64_t fill) {
+  Dims r(rank - sp.size(), fill);
+  r.insert(r.end(), sp.begin(), sp.end());
+  return r;
+}
+
+// The divisor of each output window, [*O] in `t`.
+Value avg_divisor(Builder& b, DType t, const Dims& in, const Dims& out, const PoolParams& p, bool include_pad,
+                  std::optional<int64_t> divisor) {
+  if (divisor) return b.constant(t, static_cast<double>(*divisor), out);
+  Value count;
+  for (size_t i = 0; i < out.size(); ++i) {
+    Value start = b.add_c(b.mul_c(b.iota(DType::kS64, out, static_cast<int64_t>(i)), static_cast<double>(p.stride[i])),
+                          static_cast<double>(-p.padding[i]));
+    Value end = b.min(b.add_c(start, static_cast<double>(p.kernel[i])),
+                      b.constant(DType::kS64, static_cast<double>(in[i] + p.padding[i]), out));
+    if (!include_pad) {
+      start = b.max(start, b.constant(DType::kS64, 0, out));
+      end = b.min(end, b.constant(DType::kS64, static_cast<double>(in[i]), out));
+    }
+    Value c = b.sub(end, start);
+    count = i == 0 ? c : b.mul(count, c);
+  }
+  return b.convert(count, t);
+}
+
+// [O, S] weights of PyTorch's adaptive windows: row o averages
+// [floor(o*S/O), ceil((o+1)*S/O)).
+Value adaptive_table(Builder& b, DType t, int64_t out, int64_t in) {
+  Dims d{out, in};
+  Value o = b.iota(DType::kS64, d, 0), h = b.iota(DType::kS64, d, 1);
+  Value so = b.constant(DType::kS64, static_cast<double>(out), d);
+  Value start = b.div(b.mul_c(o, static_cast<double>(in)), so);
+  Value end = b.div(b.add_c(b.mul_c(b.add_c(o, 1), static_cast<double>(in)), static_cast<double>(out - 1)), so);
+  Value inside = logical(b, "stablehlo.and", b.compare(h, start, Cmp::kGE), b.compare(h, end, Cmp::kLT));
+  Value w = b.div(b.constant(t, 1, d), b.convert(b.sub(end, start), t));
+  return b.select(inside, w, b.constant(t, 0, d));
+}
+
+}  // namespace
+
+Dims pool_output_spatial(const Dims& input, const PoolParams& p) {
+  const size_t nsp = p.kernel.size();
+  Dims out;
+  for (size_t i = 0; i < nsp; ++i) {
+    int64_t s = input[input.size() - nsp + i];
+    int64_t eff = p.dilation[i] * (p.kernel[i] - 1) + 1;
+    int64_t o = floor_div(s + 2 * p.padding[i] - eff + (p.ceil_mode ? p.stride[i] - 1 : 0), p.stride[i]) + 1;
+    if (p.ceil_mode && (o - 1) * p.stride[i] >= s + p.padding[i]) --o;
+    out.push_back(o);
+  }
+  return out;
+}
+
+MaxPool max_pool(Builder& b, Value x, const PoolParams& p) {
+  const Dims d = b.dims(x);
+  const size_t nsp = p.kernel.size(), lead = d.size() - nsp;
+  const Dims in = trailing(d, nsp), out = pool_output_spatial(d, p), full = with_spatial(d, out);
+  Dims low(d.size(), 0), high(d.size(), 0);
+  for (size_t i = 0; i < nsp; ++i) {
+    int64_t extent = (out[i] - 1) * p.stride[i] + (p.kernel[i] - 1) * p.dilation[i] + 1;
+    low[lead + i] = p.padding[i];
+    high[lead + i] = std::max<int64_t>(0, extent - in[i] - p.padding[i]);
+  }
+  const DType t = b.dtype(x);
+  Value xp = b.pad(x, b.constant(t, Builder::lowest(t)), low, high);
+  Value cur, idx, have;
+  each_offset(p.kernel, [&](const Dims& k) {
+    Dims start(d.size(), 0), limit = b.dims(xp), step(d.size(), 1);
+    for (size_t i = 0; i < nsp; ++i) {
+      start[lead + i] = k[i] * p.dilation[i];
+      limit[lead + i] = start[lead + i] + (out[i] - 1) * p.stride[i] + 1;
+      step[lead + i] = p.stride[i];
+    }
+    Value v = b.slice(xp, start, limit, step);
+    Taps tp = taps(b, in, out, p, k);
+    Value flat = b.broadcast_to(tp.flat, full), valid = b.broadcast_to(tp.valid, full);
+    if (!cur.valid()) {
+      cur = v, idx = flat, have = valid;
+      return;
+    }
+    Value better = b.compare(v, cur, Cmp::kGT);
+    if (ir::is_float(t)) better = logical(b, "stablehlo.or", better, b.compare(v, v, Cmp::kNE));
+    Value first = b.graph().add("stablehlo.not", {have}, b.type(have));
+    Value take = logical(b, "stablehlo.and", valid, logical(b, "stablehlo.or", better, first));
+    cur = b.select(take, v, cur);
+    idx = b.select(take, flat, idx);
+    have = logical(b, "stablehlo.or", have, valid);
+  });
+  return {cur, idx};
+}
+
+Value max_pool_backward(Builder& b, Value grad, Value indices, const Dims& input_dims, const PoolParams& p) {
+  const size_t nsp = p.kernel.size(), lead = input_dims.size() - nsp;
+  const Dims in = trailing(input_dims, nsp), out = trailing(b.dims(grad), nsp);
+  Value zero = b.constant(b.dtype(grad), 0);
+  Value acc;
+  each_offset(p.kernel, [&](const Dims& k) {
+    Taps tp = taps(b, in, out, p, k);
+    Value hit = logical(b, "stablehlo.and", b.compare(indices, tp.flat, Cmp::kEQ), tp.valid);
+    Value g = b.select(hit, grad, b.zeros_like(grad));
+    // Output position o read input o * stride + offset * dilation - padding.
+    Dims low(input_dims.size(), 0), high(input_dims.size(), 0), interior(input_dims.size(), 0);
+    for (size_t i = 0; i < nsp; ++i) {
+      low[lead + i] = k[i] * p.dilation[i] - p.padding[i];
+      interior[lead + i] = p.stride[i] - 1;
+      high[lead + i] = in[i] - low[lead + i] - ((out[i] - 1) * p.stride[i] + 1);
+    }
+    Value placed = b.pad(g, zero, low, high, interior);
+    acc = acc.valid() ? b.add(acc, placed) : placed;
+  });
+  return acc;
+}
+
+Value avg_pool(Builder& b, Value x, const PoolParams& p, bool count_include_pad, std::optional<int64_t> divisor) {
+  const Dims d = b.dims(x);
+  const size_t nsp = p.kernel.size(), lead = d.size() - nsp;
+  const Dims in = trailing(d, nsp), out = pool_output_spatial(d, p);
+  Dims low(d.size(), 0), high(d.size(), 0);
+  for (size_t i = 0; i < nsp; ++i) {
+    low[lead + i] = p.padding[i];
+    high[lead + i] = (out[i] - 1) * p.stride[i] + p.kernel[i] - in[i] - p.padding[i];
+  }
+  Value xp = b.pad(x, b.constant(b.dtype(x), 0), low, high);
+  Value sum = reduce_window_sum(b, xp, full_rank(d.size(), p.kernel, 1), full_rank(d.size(), p.stride, 1));
+  return b.div(sum, b.broadcast_to(avg_divisor(b, b.dtype(x), in, out, p, count_include_pad, divisor), b.dims(sum)));
+}
+
+Value avg_pool_backward(Builder& b, Value grad, const Dims& input_dims, const PoolParams& p, bool count_include_pad,
+                        std::optional<int64_t> divisor) {
+  const size_t nsp = p.kernel.size(), lead = input_dims.size() - nsp;
+  const Dims in = trailing(input_dims, nsp), out = trailing(b.dims(grad), nsp);
+  Value g = b.div(grad, b.broadcast_to(avg_divisor(b, b.dtype(grad), in, out, p, count_include_pad, divisor),
+                                       b.dims(grad)));
+  // Dilate by the stride, pad so that each input position sees the windows
+  // that cover it, and sum a kernel-sized window.
+  Dims low(input_dims.size(), 0), high(input_dims.size(), 0), interior(input_dims.size(), 0);
+  for (size_t i = 0; i < nsp; ++i) {
+    low[lead + i] = p.kernel[i] - 1 - p.padding[i];
+    interior[lead + i] = p.stride[i] - 1;
+    high[lead + i] = in[i] + p.padding[i] - 1 - (out[i] - 1) * p.stride[i];
+  }
+  Value gp = b.pad(g, b.constant(b.dtype(g), 0), low, high, interior);
+  return reduce_window_sum(b, gp, full_rank(input_dims.size(), p.kernel, 1), Dims(input_dims.size(), 1));
+}
+
+Value adaptive_avg_pool(Builder& b, Value x, const Dims& out) {
+  const size_t nsp = out.size(), lead = b.rank(x) - nsp;
+  // Each contraction moves the pooled dim last, so after all of them the
+  // spatial dims are back in order.
+  for (size_t i = 0; i < nsp; ++i) {
+    Value a = adaptive_table(b, b.dtype(x), out[i], b.dims(x)[lead]);
+    x = b.dot_general(x, a, {}, {}, {static_cast<int64_t>(lead)}, {1}, b.dtype(x));
+  }
+  return x;
+}
+
+Value adaptive_avg_pool_backward(Builder& b, Value grad, const Dims& in) {
+  const size_t nsp = in.size(), lead = b.rank(grad) - nsp;
+  for (size_t i = 0; i < nsp; ++i) {
+    Value a = adaptive_table(b, b.dtype(grad), b.dims(grad)[lead], in[i]);
+    grad = b.dot_general(grad, a, {}, {}, {static_cast<int64_t>(lead)}, {0}, b.dtype(grad));
+  }
+  return grad;
+}
+
+}  // namespace torchtpu::ops

@@ -1,0 +1,43 @@
+// Pooling lowerings over the trailing spatial dims of a value [..., *S], in
+// PyTorch's terms (kernel, stride, padding, dilation, ceil_mode). Max pooling
+// walks the kernel offsets as strided slices, keeping the first maximum (NaN
+// wins, as on the CPU), so values and indices agree; an index is flat within
+// one plane (h * W + w for 2-D). Its backward places each gradient back with
+// interior padding, so no scatter is needed. Average pooling is a
+// reduce_window; adaptive average pooling is one matmul per spatial dim with
+// PyTorch's window table, for any output size.
+#pragma once
+
+#include <optional>
+
+#include "ops/builder.h"
+
+namespace torchtpu::ops {
+
+// One entry per spatial dim in each list.
+struct PoolParams {
+  Dims kernel, stride, padding, dilation;
+  bool ceil_mode = false;
+};
+
+// PyTorch's pooling_output_shape for each spatial dim of `input` (trailing).
+Dims pool_output_spatial(const Dims& input, const PoolParams& p);
+
+struct MaxPool {
+  Value values;
+  Value indices;  // s64
+};
+MaxPool max_pool(Builder& b, Value x, const PoolParams& p);
+Value max_pool_backward(Builder& b, Value grad, Value indices, const Dims& input_dims, const PoolParams& p);
+
+// Floating values only; the divisor follows count_include_pad and
+// divisor_override as in PyTorch.
+Value avg_pool(Builder& b, Value x, const PoolParams& p, bool count_include_pad, std::optional<int64_t> divisor);
+Value avg_pool_backward(Builder& b, Value grad, const Dims& input_dims, const PoolParams& p, bool count_include_pad,
+                        std::optional<int64_t> divisor);
+
+// `out` / `in`: the output / input sizes of the trailing spatial dims.
+Value adaptive_avg_pool(Builder& b, Value x, const Dims& out);
+Value adaptive_avg_pool_backward(Builder& b, Value grad, const Dims& in);
+
+}  // namespace torchtpu::ops
