@@ -40,6 +40,7 @@ demo: build
 
 bench: build
 	$(VPY) benchmarks/dispatch.py
+	$(VPY) benchmarks/train_step.py
 
 clean:
 	rm -rf build torchtpu/_C*.so
