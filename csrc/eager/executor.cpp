@@ -2,7 +2,6 @@
 
 #include <execinfo.h>
 
-#include <chrono>
 #include <cstdlib>
 #include <set>
 #include <sstream>
@@ -153,7 +152,8 @@ void Executor::submit(std::unique_ptr<Task> t, bool may_run_here) {
     std::lock_guard<std::mutex> lock(mu_);
     // Debug Eager waits for every op anyway: with nothing queued or running
     // and the executable at hand, the caller runs it, saving two thread hops.
-    if (!may_run_here || !queue_.empty() || busy_ || inline_ || !t->ready_exe) {
+    // After stop() (interpreter exit) the caller runs everything itself.
+    if (!stop_ && (!may_run_here || !queue_.empty() || busy_ || inline_ || !t->ready_exe)) {
       queue_.push_back(std::move(t));
       if (sleeping_) cv_.notify_one();
       return;

@@ -1,12 +1,11 @@
 #include "eager/runtime.h"
 
-#include <cstring>
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 #include <thread>
 
 #include "eager/fused_graph.h"
-
 #include "eager/metrics.h"
 
 namespace torchtpu::eager {
