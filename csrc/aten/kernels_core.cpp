@@ -135,10 +135,9 @@ const at::Tensor& resize_(const at::Tensor& self, at::IntArrayRef size, std::opt
     c10::DeviceGuard guard(self.device());
     c10::DataPtr fresh = device_allocator()->allocate(needed);
     auto* fresh_value = static_cast<eager::StorageValue*>(fresh.get_context());
-    std::unique_lock<std::recursive_mutex> lock(eager::Runtime::get().device_lock(self.device().index()));
+    eager::OpGraph og(self.device().index(), "aten::resize_");  // holds the device lock
     if (old->has_value()) {
       DType dt = to_ir(self.scalar_type());
-      eager::OpGraph og(self.device().index(), "aten::resize_");
       ir::Value flat = og.read_flat(old, dt);
       int64_t n_new = fresh_value->numel(dt), n_old = og.b().dims(flat)[0];
       ir::Value grown = og.b().pad(flat, og.b().constant(dt, 0), {0}, {n_new - n_old});

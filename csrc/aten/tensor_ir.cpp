@@ -2,6 +2,7 @@
 
 #include <c10/core/DeviceGuard.h>
 #include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/graph_task.h>
 
 #include <atomic>
 
@@ -84,7 +85,8 @@ c10::Device Kernel::check_device(const char* op, c10::Device device) {
 }
 
 namespace {
-std::atomic<bool> backward_flush_queued{false};
+// The backward pass (graph task) that last queued its end-of-backward flush.
+std::atomic<int> flush_queued_for{-1};
 }  // namespace
 
 void Kernel::run() {
@@ -95,12 +97,10 @@ void Kernel::run() {
   }
   // Fused Eager materializes at the end of backward(): the first op of a
   // backward pass on the device queues a callback that runs when it ends.
-  if (eager::Runtime::get().mode() == eager::EagerMode::kFused && torch::autograd::get_current_node() &&
-      !backward_flush_queued.exchange(true)) {
-    torch::autograd::Engine::get_default_engine().queue_callback([] {
-      backward_flush_queued = false;
-      eager::Runtime::get().flush_fused();
-    });
+  if (eager::Runtime::get().mode() == eager::EagerMode::kFused && torch::autograd::get_current_node()) {
+    const int task = torch::autograd::get_current_graph_task_id();
+    if (task != -1 && flush_queued_for.exchange(task) != task)
+      torch::autograd::Engine::get_default_engine().queue_callback([] { eager::Runtime::get().flush_fused(); });
   }
 }
 
@@ -151,8 +151,16 @@ void Kernel::into(const at::Tensor& dst, Value v) {
 }
 
 void Kernel::into_resized(const at::Tensor& out, Value v) {
-  const ir::Dims& d = b().dims(v);
-  if (to_dims(out.sizes()) != d) out.resize_(d);
+  const ir::Dims d = b().dims(v);
+  if (to_dims(out.sizes()) != d) {
+    // Growing a storage replaces it; one this op reads must keep its value.
+    const int64_t needed =
+        (c10::multiply_integers(d) + out.storage_offset()) * static_cast<int64_t>(out.element_size());
+    TORCH_CHECK(needed <= static_cast<int64_t>(out.storage().nbytes()) || !og_.reads(storage_value(out)), op_,
+                ": the out= tensor (shape ", out.sizes(), ") is also an input and would have to grow to shape ",
+                c10::IntArrayRef(d), "; pass a separate out= tensor");
+    out.resize_(d);
+  }
   into(out, v);
 }
 

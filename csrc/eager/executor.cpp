@@ -2,6 +2,7 @@
 
 #include <execinfo.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <set>
 #include <sstream>
@@ -14,6 +15,7 @@ namespace {
 SiteCaptureFn site_capture = nullptr;
 SiteFormatFn site_format = nullptr;
 std::atomic<bool> show_cpp{false};
+thread_local const OpSite* current = nullptr;
 
 std::string cpp_frames() {
   void* frames[48];
@@ -35,6 +37,14 @@ void set_site_hooks(SiteCaptureFn capture, SiteFormatFn format) {
 }
 SiteRef capture_site() { return site_capture ? site_capture() : SiteRef{}; }
 std::string format_site(SiteRef s) { return site_format && s.code ? site_format(s) : std::string(); }
+
+const OpSite* current_op() { return current; }
+CurrentOpScope::CurrentOpScope(const OpSite* op) : outer_(current) { current = op; }
+void CurrentOpScope::end() {
+  if (ended_) return;
+  ended_ = true;
+  current = outer_;
+}
 
 SlotPtr Slot::ready(pjrt::BufferPtr b) {
   auto s = std::make_shared<Slot>();
@@ -71,6 +81,7 @@ pjrt::BufferPtr Slot::get() {
 }
 
 DeviceError DeviceError::described() const {
+  if (current) return *this;  // described by the op's OpGraph once it unlocks
   return DeviceError(sites_.empty() ? std::string(what()) : describe_failure(sites_, what()), code_);
 }
 
@@ -148,27 +159,30 @@ void Executor::stop() {
 }
 
 void Executor::submit(std::unique_ptr<Task> t, bool may_run_here) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    // Debug Eager waits for every op anyway: with nothing queued or running
-    // and the executable at hand, the caller runs it, saving two thread hops.
-    // After stop() (interpreter exit) the caller runs everything itself.
-    if (!stop_ && (!may_run_here || !queue_.empty() || busy_ || inline_ || !t->ready_exe)) {
-      queue_.push_back(std::move(t));
-      if (sleeping_) cv_.notify_one();
-      return;
-    }
-    inline_ = true;
+  std::unique_lock<std::mutex> lock(mu_);
+  if (exited_) {
+    // After stop() (interpreter exit) callers run their tasks themselves,
+    // one at a time.
+    idle_cv_.wait(lock, [&] { return !inline_; });
+  } else if (!may_run_here || stop_ || !queue_.empty() || busy_ || inline_ || !t->ready_exe) {
+    queue_.push_back(std::move(t));
+    if (sleeping_) cv_.notify_one();
+    return;
   }
+  // Debug Eager waits for every op anyway: with nothing queued or running
+  // and the executable at hand, the caller runs it, saving two thread hops.
+  run_here(std::move(t), lock);
+}
+
+void Executor::run_here(std::unique_ptr<Task> t, std::unique_lock<std::mutex>& lock) {
+  inline_ = true;
+  lock.unlock();
   run(*t);
   t.reset();
-  std::lock_guard<std::mutex> lock(mu_);
+  lock.lock();
   inline_ = false;
-  if (!queue_.empty()) {
-    cv_.notify_one();
-  } else {
-    idle_cv_.notify_all();
-  }
+  if (!queue_.empty()) cv_.notify_one();
+  idle_cv_.notify_all();
 }
 
 void Executor::drain() {
@@ -176,20 +190,55 @@ void Executor::drain() {
   idle_cv_.wait(lock, [&] { return queue_.empty() && !busy_ && !inline_; });
 }
 
+void Executor::check(InFlight& f) {
+  if (!f.done) return;
+  try {
+    f.done->wait();
+  } catch (const pjrt::Error& err) {
+    if (!f.checked.exchange(true))
+      on_error_(std::make_shared<DeviceError>(std::string("device execution failed: ") + err.what(), err.code()));
+  }
+}
+
 void Executor::wait_device() {
   drain();
-  std::vector<std::shared_ptr<pjrt::Event>> events;
+  std::vector<std::shared_ptr<InFlight>> waiting;
   {
     std::lock_guard<std::mutex> lock(events_mu_);
-    events.swap(in_flight_);
+    waiting = in_flight_;  // another thread may wait for the same ones
   }
-  for (auto& e : events) {
-    try {
-      e->wait();
-    } catch (const pjrt::Error& err) {
-      on_error_(std::make_shared<DeviceError>(std::string("device execution failed: ") + err.what(), err.code()));
+  for (auto& f : waiting) check(*f);
+  std::lock_guard<std::mutex> lock(events_mu_);
+  std::set<const InFlight*> done;
+  for (auto& f : waiting) done.insert(f.get());
+  in_flight_.erase(std::remove_if(in_flight_.begin(), in_flight_.end(),
+                                  [&](const std::shared_ptr<InFlight>& f) { return done.count(f.get()) != 0; }),
+                   in_flight_.end());
+}
+
+void Executor::track(std::shared_ptr<pjrt::Event> done, pjrt::ExecutablePtr exe) {
+  auto f = std::make_shared<InFlight>();
+  f->done = std::move(done);
+  f->exe = std::move(exe);
+  std::lock_guard<std::mutex> lock(events_mu_);
+  if (in_flight_.size() >= 256) {
+    // Finished executions leave the list; their errors are reported first.
+    std::vector<std::shared_ptr<InFlight>> keep;
+    for (auto& e : in_flight_) {
+      bool ready = true;
+      try {
+        ready = e->done->is_ready();
+      } catch (const pjrt::Error&) {
+      }
+      if (ready) {
+        check(*e);
+      } else {
+        keep.push_back(std::move(e));
+      }
     }
+    in_flight_.swap(keep);
   }
+  in_flight_.push_back(std::move(f));
 }
 
 void Executor::loop() {
@@ -201,9 +250,15 @@ void Executor::loop() {
         busy_ = false;
         idle_cv_.notify_all();
         sleeping_ = true;
-        cv_.wait(lock, [&] { return stop_ || (!queue_.empty() && !inline_); });
+        // Stops only with the queue empty; a queued task waits for an
+        // inline one to finish.
+        cv_.wait(lock, [&] { return (!queue_.empty() && !inline_) || (stop_ && queue_.empty()); });
         sleeping_ = false;
-        if (queue_.empty() || inline_) return;  // stopping
+        if (queue_.empty()) {
+          exited_ = true;
+          idle_cv_.notify_all();
+          return;
+        }
       }
       t = std::move(queue_.front());
       queue_.pop_front();
@@ -222,8 +277,10 @@ void Executor::run(Task& t) {
       for (const SlotPtr& o : t.outputs) o->fail(a.slot->error());
       return;
     }
+  pjrt::ExecuteResult r;
+  pjrt::ExecutablePtr exe;
   try {
-    pjrt::ExecutablePtr exe = t.ready_exe ? t.ready_exe : t.exe.get();
+    exe = t.ready_exe ? t.ready_exe : t.exe.get();
     std::vector<pjrt::Buffer*> args;
     args.reserve(t.args.size());
     for (const Task::Arg& a : t.args) args.push_back(a.slot ? a.slot->buffer().get() : a.scalar.get());
@@ -234,20 +291,13 @@ void Executor::run(Task& t) {
       const SlotPtr& s = t.args[d.first].slot;
       if (s && s.use_count() == 1 && s->buffer().use_count() == 1) donatable.push_back(d.first);
     }
-    pjrt::ExecuteResult r = exe->execute(args, t.device, donatable);
+    r = exe->execute(args, t.device, donatable);
     metrics().executions.fetch_add(1, std::memory_order_relaxed);
     metrics().donated_buffers.fetch_add(static_cast<int64_t>(donatable.size()), std::memory_order_relaxed);
     for (int64_t i : donatable) t.args[i].slot->release();
-    for (size_t i = 0; i < t.outputs.size(); ++i) t.outputs[i]->fill(std::move(r.outputs[i]));
-    std::lock_guard<std::mutex> lock(events_mu_);
-    if (in_flight_.size() >= 256) {
-      std::vector<std::shared_ptr<pjrt::Event>> keep;
-      for (auto& e : in_flight_)
-        if (!e->is_ready()) keep.push_back(std::move(e));
-      in_flight_.swap(keep);
-    }
-    in_flight_.push_back(std::move(r.done));
-    return;
+    if (r.outputs.size() != t.outputs.size())
+      throw std::logic_error("the program returned " + std::to_string(r.outputs.size()) + " outputs, expected " +
+                             std::to_string(t.outputs.size()));
   } catch (const DeviceError& e) {
     failure = std::make_shared<DeviceError>(e.what(), e.code(), t.sites);
   } catch (const pjrt::Error& e) {
@@ -255,9 +305,15 @@ void Executor::run(Task& t) {
   } catch (const std::exception& e) {
     failure = std::make_shared<DeviceError>(e.what(), 0, t.sites);
   }
-  if (show_cpp) failure = std::make_shared<DeviceError>(failure->what() + cpp_frames(), failure->code(), t.sites);
-  on_error_(failure);  // before waking readers, which clear it once raised
-  for (const SlotPtr& o : t.outputs) o->fail(failure);
+  if (failure) {
+    if (show_cpp)
+      failure = std::make_shared<DeviceError>(failure->what() + cpp_frames(), failure->code(), t.sites);
+    on_error_(failure);  // before waking readers, which clear it once raised
+    for (const SlotPtr& o : t.outputs) o->fail(failure);
+    return;
+  }
+  for (size_t i = 0; i < t.outputs.size(); ++i) t.outputs[i]->fill(std::move(r.outputs[i]));
+  track(std::move(r.done), std::move(exe));
 }
 
 }  // namespace torchtpu::eager

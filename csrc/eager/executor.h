@@ -67,20 +67,35 @@ class Executor {
   void drain();
   // Waits for the device to finish everything executed so far.
   void wait_device();
+  // Runs what is queued, then stops the thread; later tasks run on the
+  // submitting thread, one at a time.
   void stop();
 
  private:
+  // An execution the device may still be running: its completion event and
+  // the executable (kept alive until it is done). `checked`: its error, if
+  // any, was reported already.
+  struct InFlight {
+    std::shared_ptr<pjrt::Event> done;
+    pjrt::ExecutablePtr exe;
+    std::atomic<bool> checked{false};
+  };
   void loop();
   void run(Task& t);
+  void run_here(std::unique_ptr<Task> t, std::unique_lock<std::mutex>& lock);
+  // Reports the execution's error once.
+  void check(InFlight& f);
+  void track(std::shared_ptr<pjrt::Event> done, pjrt::ExecutablePtr exe);
   std::function<void(std::shared_ptr<const DeviceError>)> on_error_;
   std::mutex mu_;
   std::condition_variable cv_, idle_cv_;
   std::deque<std::unique_ptr<Task>> queue_;
   // busy_: the executor thread runs a task; inline_: a submitting thread
-  // runs one (the queue waits for it, keeping program order).
-  bool busy_ = false, inline_ = false, stop_ = false, sleeping_ = false;
+  // runs one (the queue waits for it, keeping program order); exited_: the
+  // thread has drained the queue after stop().
+  bool busy_ = false, inline_ = false, stop_ = false, exited_ = false, sleeping_ = false;
   std::mutex events_mu_;
-  std::vector<std::shared_ptr<pjrt::Event>> in_flight_;
+  std::vector<std::shared_ptr<InFlight>> in_flight_;
   std::thread thread_;
 };
 

@@ -6,7 +6,18 @@
 namespace torchtpu::eager {
 
 OpGraph::OpGraph(int device, const char* op)
-    : site_{op, capture_site()}, lock_(Runtime::get().device_lock(device)), device_(device), b_(g_) {}
+    : outer_(current_op()),
+      site_{op, outer_ ? outer_->where : capture_site()},
+      lock_(Runtime::get().device_lock(device)),
+      scope_(&site_),
+      device_(device),
+      b_(g_) {}
+
+bool OpGraph::reads(const StorageValue* s) const {
+  for (const Input& in : inputs_)
+    if (in.storage == s) return true;
+  return false;
+}
 
 // The bytes of flat `v` as a flat array of `to` (PyTorch's storage view,
 // e.g. torch.save reading any storage as uint8). Bool goes through uint8.
@@ -77,10 +88,18 @@ void OpGraph::run() {
   g_.outputs.clear();
   for (const Output& o : outputs_) g_.outputs.push_back(o.flat);
   Runtime& rt = Runtime::get();
-  if (rt.mode() == EagerMode::kFused) {
-    rt.fused(device_).append(g_, inputs_, outputs_, site_);
-  } else {
-    queue();
+  try {
+    if (rt.mode() == EagerMode::kFused) {
+      rt.fused(device_).append(g_, inputs_, outputs_, site_);
+    } else {
+      queue();
+    }
+  } catch (const DeviceError& e) {
+    outputs_.clear();
+    if (outer_) throw;  // the outermost op describes it
+    lock_.unlock();
+    scope_.end();
+    throw e.described();
   }
   outputs_.clear();
 }
@@ -97,6 +116,13 @@ void OpGraph::queue() {
         break;
       }
   }
+  // A value still pending in the fused graph (written there just before the
+  // mode changed) is materialized first.
+  for (const Input& in : inputs_)
+    if (in.storage && in.storage->pending_gen != 0) {
+      Runtime::get().fused(device_).flush(FusedGraph::Reason::kSync);
+      break;
+    }
   auto t = std::make_unique<Task>();
   t->device = device_;
   t->args.reserve(inputs_.size());

@@ -3,7 +3,7 @@
 // run() hands the graph to the mode (DESIGN decision 1): Debug and Strict
 // queue it as one program (Debug waits for it), Fused appends it to the
 // device's pending graph. Holds the device lock from construction to
-// destruction. Nothing executes inside a kernel.
+// destruction (or until run() raises). Nothing executes inside a kernel.
 #pragma once
 
 #include <mutex>
@@ -31,8 +31,11 @@ class OpGraph {
   // Replaces the view `v` of `s` with `update` (shaped like the view).
   void write(StorageValue* s, ir::DType dtype, const ops::ViewMeta& v, ir::Value update);
 
-  // Materializes according to the runtime's mode.
+  // Materializes according to the runtime's mode. A DeviceError (Debug
+  // Eager) is raised described, after the device lock is released.
   void run();
+  // Whether the graph reads storage `s` (as a parameter).
+  bool reads(const StorageValue* s) const;
 
   // What the graph reads: one parameter per storage (its whole flat value as
   // stored) or per scalar, in parameter order.
@@ -54,9 +57,12 @@ class OpGraph {
   void queue();
 
   // The site is captured before the device lock is taken (capturing takes
-  // the GIL; a thread holding the GIL may wait for the device lock).
+  // the GIL; a thread holding the GIL may wait for the device lock); an op
+  // built inside another takes the outer op's site.
+  const OpSite* outer_;
   OpSite site_;
   std::unique_lock<std::recursive_mutex> lock_;
+  CurrentOpScope scope_;
   int device_;
   ir::Graph g_;
   ops::Builder b_;

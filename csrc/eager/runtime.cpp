@@ -113,7 +113,11 @@ Runtime::~Runtime() {
 }
 
 void Runtime::set_mode(EagerMode m) {
-  flush_fused();
+  // Under every device lock (in index order), so no op of another thread
+  // lands in a fused graph after its flush.
+  std::vector<std::unique_lock<std::recursive_mutex>> locks;
+  for (auto& mu : device_locks_) locks.emplace_back(*mu);
+  for (auto& f : fused_) f->flush(FusedGraph::Reason::kSync);
   mode_ = m;
 }
 
@@ -131,21 +135,38 @@ void Runtime::raise_pending_error() {
   if (e) throw e->described();
 }
 
+pjrt::BufferPtr Runtime::wait_value(const SlotPtr& slot) {
+  try {
+    return slot->get();
+  } catch (const DeviceError&) {
+    std::lock_guard<std::mutex> lock(error_mu_);
+    if (first_error_ == slot->error()) first_error_.reset();  // raised here, once
+    throw;
+  }
+}
+
 void Runtime::submit(std::unique_ptr<Task> t) {
-  t->key = ir::graph_key(*t->graph, salt_);
-  t->ready_exe = cache_.find(t->key);
-  if (!t->ready_exe) {
-    auto promise = std::make_shared<std::promise<pjrt::ExecutablePtr>>();
-    t->exe = promise->get_future().share();
-    std::shared_ptr<const ir::Graph> graph = t->graph;
-    compile_pool_->submit([this, graph, promise] {
-      try {
-        bool hit = false;
-        promise->set_value(executable_for(*graph, &hit));
-      } catch (...) {
-        promise->set_exception(std::current_exception());
-      }
-    });
+  try {
+    t->key = ir::graph_key(*t->graph, salt_);
+    t->ready_exe = cache_.find(t->key);
+    if (!t->ready_exe) {
+      auto promise = std::make_shared<std::promise<pjrt::ExecutablePtr>>();
+      t->exe = promise->get_future().share();
+      std::shared_ptr<const ir::Graph> graph = t->graph;
+      compile_pool_->submit([this, graph, promise] {
+        try {
+          bool hit = false;
+          promise->set_value(executable_for(*graph, &hit));
+        } catch (...) {
+          promise->set_exception(std::current_exception());
+        }
+      });
+    }
+  } catch (const std::exception& e) {
+    // Its outputs are installed already: they fail rather than wait forever.
+    auto failure = std::make_shared<DeviceError>(std::string("could not queue the program: ") + e.what(), 0, t->sites);
+    for (const SlotPtr& o : t->outputs) o->fail(failure);
+    throw DeviceError(*failure);
   }
   executor_->submit(std::move(t), /*may_run_here=*/mode_ == EagerMode::kDebug);
   if (mode_ == EagerMode::kDebug) {
@@ -173,14 +194,7 @@ void Runtime::host_read(StorageValue* s, void* dst, int64_t nbytes) {
     raise_pending_error();
     return;
   }
-  pjrt::BufferPtr buf;
-  try {
-    buf = slot->get();
-  } catch (const DeviceError&) {
-    std::lock_guard<std::mutex> lock(error_mu_);
-    if (first_error_ == slot->error()) first_error_.reset();  // raised here, once
-    throw;
-  }
+  pjrt::BufferPtr buf = wait_value(slot);
   raise_pending_error();
   metrics().d2h_bytes += nbytes;
   buf->to_host(dst, nbytes);

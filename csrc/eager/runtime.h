@@ -120,6 +120,9 @@ class Runtime {
   void flush_fused();
   // Raises (and clears) the first error recorded from queued work.
   void raise_pending_error();
+  // Waits for a value; its error is raised once (not again at the next
+  // sync point).
+  pjrt::BufferPtr wait_value(const SlotPtr& slot);
 
   // A 0-d device buffer holding `value` (recently used values are kept).
   pjrt::BufferPtr scalar_buffer(ir::DType dtype, double value, int device);

@@ -34,6 +34,25 @@ void set_site_hooks(SiteCaptureFn capture, SiteFormatFn format);
 SiteRef capture_site();
 std::string format_site(SiteRef s);
 
+// The op whose graph this thread is building (set by OpGraph while it holds
+// the device lock), or null. An op built inside another takes the outer
+// op's source position; and since resolving a site takes the GIL, which no
+// thread may wait for while holding a device lock, an error raised inside
+// an op is described only once the op's OpGraph has released the lock.
+const OpSite* current_op();
+class CurrentOpScope {
+ public:
+  explicit CurrentOpScope(const OpSite* op);
+  ~CurrentOpScope() { end(); }
+  void end();  // restores the outer op early
+  CurrentOpScope(const CurrentOpScope&) = delete;
+  CurrentOpScope& operator=(const CurrentOpScope&) = delete;
+
+ private:
+  const OpSite* outer_;
+  bool ended_ = false;
+};
+
 // With C++ stack traces on, errors of queued work carry the executor's
 // frames (TORCHTPU_SHOW_CPP_STACKTRACES).
 void set_cpp_stacktraces(bool on);
@@ -50,7 +69,8 @@ class DeviceError : public std::runtime_error {
       : std::runtime_error(what), code_(code), sites_(std::move(sites)) {}
   int code() const { return code_; }
   bool out_of_memory() const { return code_ == 8; }
-  // The error with its message naming the ops and their source lines.
+  // The error with its message naming the ops and their source lines (the
+  // error itself while this thread builds an op: see current_op()).
   DeviceError described() const;
 
  private:

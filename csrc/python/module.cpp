@@ -94,7 +94,7 @@ PYBIND11_MODULE(_C, m) {
     }
     if (!slot) return 0;
     py::gil_scoped_release nogil;
-    return slot->get()->device_address();
+    return Runtime::get().wait_value(slot)->device_address();
   });
   m.def("_set_fused_max_ops", &torchtpu::eager::set_fused_max_ops);
   m.def("_fused_max_ops", &torchtpu::eager::fused_max_ops);
