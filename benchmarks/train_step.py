@@ -1,7 +1,8 @@
 """Training-step benchmark: the GPT-style decoder at two sizes and a CNN, in
 Debug, Strict and Fused Eager and PyTorch CPU eager, all in this run. Prints
 one JSON line per result:
-- step_time per mode (median ms over the timed steps) and ratios between modes;
+- step_time per mode (median ms over the timed steps; the modes take turns in
+  blocks of steps) and ratios between modes;
 - compiles per step in steady state (Fused, after warm-up, over 100 steps with
   a cosine learning-rate schedule);
 - time to the first step with a cold and a warm disk cache (fresh processes);
@@ -70,19 +71,30 @@ class Job:
         return loss.item()
 
 
-def step_time_ms(name, mode, steps, warmup=3):
-    device = "cpu" if mode == "cpu_eager" else "tpu"
-    if device == "tpu":
-        torchtpu.set_eager_mode(mode)
-    job = Job(name, device)
-    for _ in range(warmup):
-        job.step()
-    times = []
-    for _ in range(steps):
-        t0 = time.perf_counter()
-        job.step()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
+def step_times_ms(name, modes, steps, rounds=5, warmup=3):
+    """Median step time per mode. The modes take turns in `rounds` blocks of
+    steps (one job per mode), so a change in the machine's load during the
+    run affects every mode alike; the first step of a block, which follows a
+    mode switch, is not timed."""
+    jobs = {}
+    for mode in modes:
+        if mode != "cpu_eager":
+            torchtpu.set_eager_mode(mode)
+        jobs[mode] = Job(name, "cpu" if mode == "cpu_eager" else "tpu")
+        for _ in range(warmup):
+            jobs[mode].step()
+    per_round = {m: max(1, (max(3, steps // 4) if m == "debug" else steps) // rounds) for m in modes}
+    times = {m: [] for m in modes}
+    for _ in range(rounds):
+        for mode in modes:
+            if mode != "cpu_eager":
+                torchtpu.set_eager_mode(mode)
+            jobs[mode].step()
+            for _ in range(per_round[mode]):
+                t0 = time.perf_counter()
+                jobs[mode].step()
+                times[mode].append((time.perf_counter() - t0) * 1e3)
+    return {m: statistics.median(v) for m, v in times.items()}
 
 
 def steady_compiles(name, steps):
@@ -145,14 +157,13 @@ def main():
     if args.first_step_child:
         first_step_child(*args.first_step_child)
         return
-    steps = args.steps or (5 if args.quick else 20)
+    steps = args.steps or (5 if args.quick else 40)
     names = args.models.split(",")
     for name in names:
         extra = DECODERS.get(name, {})
-        t = {}
-        for mode in ("debug", "strict", "fused", "cpu_eager"):
-            t[mode] = step_time_ms(name, mode, steps if mode != "debug" else max(3, steps // 4))
-            emit(name, mode, "step_time", t[mode], "ms", **extra)
+        t = step_times_ms(name, ("debug", "strict", "fused", "cpu_eager"), steps)
+        for mode, ms in t.items():
+            emit(name, mode, "step_time", ms, "ms", **extra)
         emit(name, "fused_vs_strict", "speedup", t["strict"] / t["fused"], "x", **extra)
         emit(name, "fused_vs_cpu_eager", "speedup", t["cpu_eager"] / t["fused"], "x", **extra)
         emit(name, "strict_vs_debug", "speedup", t["debug"] / t["strict"], "x", **extra)
