@@ -83,7 +83,8 @@ def step_times_ms(name, modes, steps, rounds=5, warmup=3):
         jobs[mode] = Job(name, "cpu" if mode == "cpu_eager" else "tpu")
         for _ in range(warmup):
             jobs[mode].step()
-    per_round = {m: max(1, (max(3, steps // 4) if m == "debug" else steps) // rounds) for m in modes}
+    total = {m: max(3, steps // 4) if m == "debug" else steps for m in modes}  # Debug is slow
+    per_round = {m: max(1, n // rounds) for m, n in total.items()}
     times = {m: [] for m in modes}
     for _ in range(rounds):
         for mode in modes:

@@ -116,13 +116,6 @@ void OpGraph::queue() {
         break;
       }
   }
-  // A value still pending in the fused graph (written there just before the
-  // mode changed) is materialized first.
-  for (const Input& in : inputs_)
-    if (in.storage && in.storage->pending_gen != 0) {
-      Runtime::get().fused(device_).flush(FusedGraph::Reason::kSync);
-      break;
-    }
   auto t = std::make_unique<Task>();
   t->device = device_;
   t->args.reserve(inputs_.size());
