@@ -50,6 +50,7 @@ bool covers_storage(const at::Tensor& t) {
 
 // Device tensor -> new contiguous CPU tensor of the same dtype.
 at::Tensor to_cpu(const at::Tensor& src) {
+  raise_failed_checks();
   at::Tensor dense = src;
   eager::Runtime& rt = eager::Runtime::get();
   bool as_stored;

@@ -140,6 +140,8 @@ at::Tensor cat_impl(const at::ITensorListRef& tensors, int64_t dim, const at::Te
   TORCH_CHECK(!ts.empty(), "torch.cat(): expected a non-empty list of Tensors");
   at::ScalarType rt = ts[0].scalar_type();
   for (const at::Tensor& t : ts) rt = at::promote_types(rt, t.scalar_type());
+  for (size_t i = 0; i < ts.size(); ++i)
+    TORCH_CHECK(ts[i].dim() > 0, "zero-dimensional tensor (at position ", i, ") cannot be concatenated");
   std::vector<const at::Tensor*> used;
   for (const at::Tensor& t : ts) {
     // Legacy behavior: 1-D empty tensors are skipped.
@@ -184,6 +186,11 @@ std::vector<at::Tensor> expand_indices(const at::Tensor& self, const c10::List<s
   for (const std::optional<at::Tensor>& oi : indices) {
     at::Tensor i = oi.has_value() ? *oi : at::Tensor();
     if (i.defined() && (i.scalar_type() == at::kBool || i.scalar_type() == at::kByte)) {
+      const int64_t at_dim = static_cast<int64_t>(out.size());
+      TORCH_CHECK_INDEX(at_dim + i.dim() <= self.dim(), "too many indices for tensor of dimension ", self.dim());
+      for (int64_t j = 0; j < i.dim(); ++j)
+        TORCH_CHECK_INDEX(i.size(j) == self.size(at_dim + j), "The shape of the mask ", i.sizes(), " at index ", j,
+                          " does not match the shape of the indexed tensor ", self.sizes(), " at index ", at_dim + j);
       at::Tensor nz = i.to(at::kCPU).nonzero();
       for (int64_t j = 0; j < i.dim(); ++j) out.push_back(nz.select(1, j).to(self.device()));
     } else {
@@ -195,8 +202,6 @@ std::vector<at::Tensor> expand_indices(const at::Tensor& self, const c10::List<s
   }
   TORCH_CHECK_INDEX(static_cast<int64_t>(out.size()) <= self.dim(), "too many indices for tensor of dimension ",
                     self.dim(), " (got ", out.size(), ")");
-  for (size_t d = 0; d < out.size(); ++d)
-    if (out[d].defined()) debug_check_index("aten::index", out[d], self.size(static_cast<int64_t>(d)));
   return out;
 }
 
@@ -208,7 +213,15 @@ struct IndexPlan {
   Value stacked;  // [B..., k] int64
 };
 
-IndexPlan plan_index(Kernel& k, const at::Tensor& self, const std::vector<at::Tensor>& idx) {
+// How an op refuses an index outside its range (checked on the device).
+enum class IndexRule {
+  kWrap,    // [-size, size): negatives count from the end (x[i], index_put_); IndexError
+  kSelect,  // [0, size): IndexError "index out of range in self" (index_select, embedding)
+  kAdd,     // [0, size): RuntimeError (index_add)
+};
+
+IndexPlan plan_index(Kernel& k, const at::Tensor& self, const std::vector<at::Tensor>& idx,
+                     IndexRule rule = IndexRule::kWrap) {
   Builder& b = k.b();
   IndexPlan p;
   std::vector<Value> vals;
@@ -217,6 +230,11 @@ IndexPlan plan_index(Kernel& k, const at::Tensor& self, const std::vector<at::Te
       p.indexed.push_back(static_cast<int64_t>(d));
       check_same_device("aten::index", self.device(), {&idx[d]});
       Value v = k.in(idx[d], at::kLong);
+      const std::string bounds =
+          "index out of bounds for dimension " + std::to_string(d) + " with size " + std::to_string(self.size(d));
+      check_index(k, v, self.size(d), rule == IndexRule::kWrap,
+                  rule == IndexRule::kAdd ? Kernel::CheckKind::kRuntime : Kernel::CheckKind::kIndex,
+                  rule == IndexRule::kSelect ? std::string("index out of range in self") : bounds);
       // Negative indices count from the end.
       Value size = b.constant(DType::kS64, static_cast<double>(self.size(d)), b.dims(v));
       v = b.select(b.compare(v, b.zeros_like(v), Cmp::kLT), b.add(v, size), v);
@@ -269,18 +287,22 @@ IndexPlan plan_index(Kernel& k, const at::Tensor& self, const std::vector<at::Te
   return p;
 }
 
-at::Tensor index_tensor(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices) {
-  TPU_COUNT("aten::index.Tensor");
+at::Tensor index_impl(const char* op, const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
+                      IndexRule rule) {
   std::vector<at::Tensor> idx = expand_indices(self, indices);
   bool any = false;
   for (const at::Tensor& i : idx) any |= i.defined();
   if (!any) return self.clone();
-  Kernel k("aten::index", self);
-  IndexPlan p = plan_index(k, self, idx);
+  Kernel k(op, self);
+  IndexPlan p = plan_index(k, self, idx, rule);
   Value r = k.b().gather(k.in(self), p.stacked, p.indexed, p.offset_dims, p.result);
   at::Tensor out = k.out(r, self.scalar_type());
   k.run();
   return out;
+}
+at::Tensor index_tensor(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices) {
+  TPU_COUNT("aten::index.Tensor");
+  return index_impl("aten::index", self, indices, IndexRule::kWrap);
 }
 
 at::Tensor& index_put_impl(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
@@ -309,7 +331,7 @@ at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& i
   c10::List<std::optional<at::Tensor>> idx;
   for (int64_t d = 0; d < w; ++d) idx.push_back(std::nullopt);
   idx.push_back(index.reshape({-1}));
-  return index_tensor(self, idx);
+  return index_impl("aten::index_select", self, idx, IndexRule::kSelect);
 }
 
 // out = self with alpha * source rows added at `index` along `dim`.
@@ -322,12 +344,11 @@ at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor&
   TORCH_CHECK(source.dim() == self.dim() && source.size(w) == index.numel(),
               "index_add_(): source must have the shape of self with dim ", w, " of size index.numel()");
   check_same_device("aten::index_add", self.device(), {&index, &source, &out});
-  debug_check_index("aten::index_add", index, self.size(w));
   std::vector<at::Tensor> idx(w);
   idx.push_back(index.reshape({-1}));
   Kernel k("aten::index_add", self);
   Builder& b = k.b();
-  IndexPlan p = plan_index(k, self, idx);
+  IndexPlan p = plan_index(k, self, idx, IndexRule::kAdd);
   Value v = k.in(source, self.scalar_type());
   v = b.mul(v, b.broadcast_to(k.scalar(alpha, self.scalar_type()), b.dims(v)));
   Value r = b.scatter(k.in(self), p.stacked, v, p.indexed, p.offset_dims, ir::Body::kAdd);
@@ -350,6 +371,7 @@ at::Tensor masked_select(const at::Tensor& self, const at::Tensor& mask) {
   TPU_COUNT("aten::masked_select");
   TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_select: expected BoolTensor for mask");
   std::vector<int64_t> shape = at::infer_size(self.sizes(), mask.sizes());
+  if (shape.empty()) shape.push_back(1);  // the result is always 1-D
   c10::List<std::optional<at::Tensor>> idx;
   idx.push_back(mask.expand(shape));
   return index_tensor(self.expand(shape), idx);
@@ -371,15 +393,34 @@ at::Tensor& masked_scatter_(at::Tensor& self, const at::Tensor& mask, const at::
   return index_put_impl(self, idx, source.reshape({-1}).narrow(0, 0, n), false, false);
 }
 
+// PyTorch's shape rule for gather/scatter: index has self's rank and is no
+// larger than self outside `dim` (nor than src anywhere, for scatter).
+void check_gather_shapes(const char* op, const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                         const at::Tensor* src) {
+  TORCH_CHECK(index.dim() == self.dim() || index.numel() == 0,
+              op, "(): Index tensor must have the same number of dimensions as ", src ? "self" : "input", " tensor");
+  if (index.numel() == 0) return;
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    TORCH_CHECK(d == dim || index.size(d) <= self.size(d), op, "(): Size does not match at dimension ", d,
+                " expected index ", index.sizes(), " to be no larger than self ", self.sizes(), " apart from dimension ",
+                dim);
+    if (src)
+      TORCH_CHECK(index.size(d) <= src->size(d), op, "(): Expected index ", index.sizes(),
+                  " to be no larger than src ", src->sizes(), " in dimension ", d);
+  }
+}
+
 // Full index tuples for gather/scatter along `dim`: [index.shape..., rank].
+// Indices must lie in [0, size) (checked on the device).
 Value gather_tuples(Kernel& k, const at::Tensor& self, int64_t dim, const at::Tensor& index) {
   Builder& b = k.b();
   ir::Dims d = to_dims(index.sizes());
   ir::Dims vec = d;
   vec.push_back(1);
   Value iv = k.in(index, at::kLong);
-  Value size = b.constant(DType::kS64, static_cast<double>(self.size(dim)), d);
-  iv = b.select(b.compare(iv, b.zeros_like(iv), Cmp::kLT), b.add(iv, size), iv);
+  check_index(k, iv, self.size(dim), false, Kernel::CheckKind::kRuntime,
+              "index out of bounds for dimension " + std::to_string(dim) + " with size " +
+                  std::to_string(self.size(dim)));
   std::vector<Value> cols;
   for (int64_t i = 0; i < self.dim(); ++i) cols.push_back(b.reshape(i == dim ? iv : b.iota(DType::kS64, d, i), vec));
   return b.concatenate(cols, static_cast<int64_t>(d.size()));
@@ -398,7 +439,9 @@ at::Tensor gather(const at::Tensor& self, int64_t dim, const at::Tensor& index, 
               "Index tensor must have the same number of dimensions as input tensor");
   if (self.dim() == 0) return self.clone();
   int64_t w = at::maybe_wrap_dim(dim, self.dim());
-  debug_check_index("aten::gather", index, self.size(w));
+  check_gather_shapes("gather", self, w, index, nullptr);
+  check_same_device("aten::gather", self.device(), {&index});
+  if (index.numel() == 0) return empty_device(index.sizes(), self.scalar_type(), self.device().index());
   Kernel k("aten::gather", self);
   Value t = gather_tuples(k, self, w, index);
   Value r = k.b().gather(k.in(self), t, all_dims(self.dim()), {}, to_dims(index.sizes()));
@@ -411,7 +454,8 @@ at::Tensor scatter_impl(const char* op, const at::Tensor& self, int64_t dim, con
                         const at::Tensor* src, const at::Scalar* value, bool add, bool inplace) {
   TORCH_CHECK(index.scalar_type() == at::kLong, op, "(): Expected dtype int64 for index");
   int64_t w = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
-  if (self.dim() > 0) debug_check_index(op, index, self.size(w));
+  if (self.dim() > 0) check_gather_shapes(op, self, w, index, src);
+  check_same_device(op, self.device(), {&index, src});
   Kernel k(op, self);
   Builder& b = k.b();
   Value base = k.in(self);
@@ -497,11 +541,22 @@ struct NllParts {
   Value weight_t;  // [N] weight of each target (0 where ignored)
 };
 
+// `check`: raise (Kernel::check) for targets outside [0, C) that are not
+// ignore_index (the forward op checks; its backward reads the same targets).
 NllParts nll_parts(Kernel& k, const at::Tensor& self2d, const at::Tensor& target, const std::optional<at::Tensor>& weight,
-                   int64_t ignore_index, at::ScalarType ct) {
+                   int64_t ignore_index, at::ScalarType ct, bool check) {
   Builder& b = k.b();
   const int64_t n = self2d.size(0), c = self2d.size(1);
+  TORCH_CHECK(target.scalar_type() == at::kLong, "nll_loss: expected target of dtype Long (int64), but got ",
+              target.scalar_type());
   Value t = b.reshape(k.in(target, at::kLong), {n});
+  Value ignored = b.compare(t, b.constant(DType::kS64, static_cast<double>(ignore_index), {n}), Cmp::kEQ);
+  Value outside = b.logical_or(b.compare(t, b.zeros_like(t), Cmp::kLT),
+                               b.compare(t, b.constant(DType::kS64, static_cast<double>(c), {n}), Cmp::kGE));
+  if (check)
+    k.check(b.logical_and(outside, b.unary("stablehlo.not", ignored)), Kernel::CheckKind::kIndex,
+          "Target out of bounds (targets must lie in [0, " + std::to_string(c) + ") or equal ignore_index " +
+              std::to_string(ignore_index) + ")");
   Value cls = b.iota(DType::kS64, {n, c}, 1);
   NllParts p;
   p.onehot = b.compare(cls, b.broadcast_in_dim(t, {n, c}, {0}), Cmp::kEQ);
@@ -533,7 +588,7 @@ std::tuple<at::Tensor, at::Tensor> nll_loss_forward(const at::Tensor& self, cons
   Kernel k("aten::nll_loss_forward", self);
   Builder& b = k.b();
   const int64_t n = s2.size(0), c = s2.size(1);
-  NllParts p = nll_parts(k, s2, target, weight, ignore_index, ct);
+  NllParts p = nll_parts(k, s2, target, weight, ignore_index, ct, true);
   Value x = k.in(s2, ct);
   Value picked = b.reduce_sum(b.select(p.onehot, x, b.constant(to_ir(ct), 0, {n, c})), {1});
   Value loss = b.neg(b.mul(picked, p.weight_t));
@@ -561,7 +616,7 @@ at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& se
   Kernel k("aten::nll_loss_backward", self);
   Builder& b = k.b();
   const int64_t n = s2.size(0), c = s2.size(1);
-  NllParts p = nll_parts(k, s2, target, weight, ignore_index, ct);
+  NllParts p = nll_parts(k, s2, target, weight, ignore_index, ct, false);
   Value g = k.in(grad_output, ct);
   Value per;  // [N]
   if (reduction == at::Reduction::None) {

@@ -20,6 +20,7 @@ enum class Kind {
   kFloat,    // integers promote to the default float type
   kCompare,  // compute in the promoted type, return bool
   kLogical,  // compute in bool, return bool
+  kDivide,   // as kArith; an integer divisor of zero raises (ZeroDivisionError)
 };
 
 at::ScalarType compute_type(Kind k, at::ScalarType promoted) {
@@ -81,10 +82,16 @@ at::Tensor binary(const char* op, Kind kind, Bin f, const at::Tensor& a, const a
   c10::Device dev = target ? target->device() : device_of(a, b);
   check_same_device(op, dev, {&a, &b, target});
   at::ScalarType ct = compute_type(kind, at::result_type(a, b));
+  const bool int_divide = kind == Kind::kDivide && at::isIntegralType(ct, /*includeBool=*/true);
+  if (int_divide && !b.device().is_privateuseone() && b.dim() == 0)
+    TORCH_CHECK(b.item().toLong() != 0, "ZeroDivisionError");
   Kernel k(op, dev);
   Value r;
   try {
-    r = f(k.b(), k.in(a, ct), k.in(b, ct));
+    Value y = k.in(b, ct);
+    r = f(k.b(), k.in(a, ct), y);
+    if (int_divide && b.device().is_privateuseone())
+      k.check(k.b().compare(y, k.b().zeros_like(y), Cmp::kEQ), Kernel::CheckKind::kRuntime, "ZeroDivisionError");
   } catch (const ops::LoweringError& e) {
     rethrow_lowering(op, e);
   }
@@ -190,9 +197,9 @@ TPU_BINARY(div, "div", ".Tensor", Kind::kFloat, l_div)
 TPU_BINARY(maximum, "maximum", "", Kind::kArith, l_max)
 TPU_BINARY(minimum, "minimum", "", Kind::kArith, l_min)
 TPU_BINARY(atan2, "atan2", "", Kind::kFloat, l_atan2)
-TPU_BINARY(fmod, "fmod", ".Tensor", Kind::kArith, l_fmod)
-TPU_BINARY(remainder, "remainder", ".Tensor", Kind::kArith, l_remainder)
-TPU_BINARY(floor_divide, "floor_divide", "", Kind::kArith, l_floor_divide)
+TPU_BINARY(fmod, "fmod", ".Tensor", Kind::kDivide, l_fmod)
+TPU_BINARY(remainder, "remainder", ".Tensor", Kind::kDivide, l_remainder)
+TPU_BINARY(floor_divide, "floor_divide", "", Kind::kDivide, l_floor_divide)
 TPU_BINARY(bitwise_and, "bitwise_and", ".Tensor", Kind::kArith, l_and)
 TPU_BINARY(bitwise_or, "bitwise_or", ".Tensor", Kind::kArith, l_or)
 TPU_BINARY(bitwise_xor, "bitwise_xor", ".Tensor", Kind::kArith, l_xor)
@@ -386,7 +393,7 @@ at::Tensor div_mode_impl(const at::Tensor& a, const at::Tensor& b, std::optional
   if (!mode) return binary("aten::div", Kind::kFloat, l_div, a, b, dest, target);
   if (*mode == "trunc") {
     return binary(
-        "aten::div", Kind::kArith,
+        "aten::div", Kind::kDivide,
         [](Builder& bb, Value x, Value y) {
           Value q = bb.div(x, y);
           return ir::is_float(bb.dtype(q)) ? l_trunc(bb, q) : q;
@@ -395,7 +402,7 @@ at::Tensor div_mode_impl(const at::Tensor& a, const at::Tensor& b, std::optional
   }
   TORCH_CHECK(*mode == "floor", "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '", *mode,
               "'");
-  return binary("aten::div", Kind::kArith, l_floor_divide, a, b, dest, target);
+  return binary("aten::div", Kind::kDivide, l_floor_divide, a, b, dest, target);
 }
 at::Tensor div_mode(const at::Tensor& a, const at::Tensor& b, std::optional<c10::string_view> mode) {
   TPU_COUNT("aten::div.Tensor_mode");
@@ -582,6 +589,8 @@ at::Tensor where_impl(const at::Tensor& cond, const at::Tensor& a, const at::Ten
                     : cond.device().is_privateuseone() ? cond.device()
                                                        : device_of(a, b);
   check_same_device("aten::where", dev, {&cond, &a, &b, target});
+  TORCH_CHECK(cond.scalar_type() == at::kBool, "where expected condition to be a boolean tensor, but got a tensor with dtype ",
+              cond.scalar_type());
   at::ScalarType ct = at::result_type(a, b);
   Kernel k("aten::where", dev);
   Value r = k.b().select(k.in(cond, at::kBool), k.in(a, ct), k.in(b, ct));

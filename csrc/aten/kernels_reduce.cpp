@@ -2,6 +2,7 @@
 // argmax/argmin, any/all, var/std, vector norms, softmax and log_softmax,
 // layer_norm, with their backward ops.
 #include <ATen/WrapDimUtils.h>
+#include <ATen/WrapDimUtilsMulti.h>
 #include <torch/library.h>
 
 #include "aten/tensor_ir.h"
@@ -11,16 +12,18 @@ namespace {
 
 using ops::Cmp;
 
+// The dims a reduction runs over, with PyTorch's checks: each dim wraps
+// (a 0-d tensor has one wrappable dim, 0 or -1, with nothing to reduce) and
+// appears once.
 std::vector<int64_t> reduce_dims(const at::Tensor& t, at::OptionalIntArrayRef dim) {
   std::vector<int64_t> out;
   if (!dim || dim->empty()) {
     for (int64_t i = 0; i < t.dim(); ++i) out.push_back(i);
     return out;
   }
-  for (int64_t d : *dim) {
-    int64_t w = at::maybe_wrap_dim(d, t.dim());
-    if (std::find(out.begin(), out.end(), w) == out.end()) out.push_back(w);
-  }
+  std::bitset<at::dim_bitset_size> seen = at::dim_list_to_bitset(*dim, t.dim());
+  for (int64_t i = 0; i < t.dim(); ++i)
+    if (seen[i]) out.push_back(i);
   return out;
 }
 
@@ -164,6 +167,7 @@ at::Tensor arg_impl(const char* op, bool is_max, const at::Tensor& self, std::op
     r = arg_extreme(b, x, 0, is_max);
     if (keepdim) r = b.reshape(r, ir::Dims(self.dim(), 1));
   } else if (self.dim() == 0) {
+    at::maybe_wrap_dim(*dim, int64_t{0});
     r = b.constant(DType::kS64, 0);
   } else {
     int64_t w = at::maybe_wrap_dim(*dim, self.dim());
@@ -190,6 +194,7 @@ std::tuple<at::Tensor, at::Tensor> extreme_dim(const char* op, bool is_max, cons
   Builder& b = k.b();
   Value x = k.in(self);
   if (self.dim() == 0) {
+    at::maybe_wrap_dim(dim, int64_t{0});
     at::Tensor v = k.out(x, self.scalar_type());
     at::Tensor i = k.out(b.constant(DType::kS64, 0), at::kLong);
     k.run();

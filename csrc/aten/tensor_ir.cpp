@@ -5,6 +5,7 @@
 #include <torch/csrc/autograd/graph_task.h>
 
 #include <atomic>
+#include <mutex>
 
 #include "eager/fused_graph.h"
 
@@ -89,11 +90,117 @@ namespace {
 std::atomic<int> flush_queued_for{-1};
 }  // namespace
 
+namespace {
+
+// A check whose flag the device has not been asked for yet.
+struct PendingCheck {
+  at::Tensor flag;  // 0-d bool on the device
+  Kernel::CheckKind kind;
+  std::string what;
+  eager::OpSite site;
+};
+// Per issuing thread, as errors of queued work are; checks of ops that the
+// autograd engine runs (backward) go to a shared list that any thread's
+// sync point raises. Bounded: past the limit the flags are folded into one
+// (a device op, no sync).
+thread_local std::vector<PendingCheck> pending_checks;
+thread_local bool evaluating_checks = false;
+std::mutex backward_checks_mu;
+std::vector<PendingCheck> backward_checks;
+constexpr size_t kMaxPendingChecks = 64;
+
+[[noreturn]] void raise_check(const PendingCheck& c) {
+  std::string where = eager::format_site(c.site.where);
+  std::string msg = std::string(c.site.op) + ": " + c.what + (where.empty() ? "" : " (issued at " + where + ")");
+  if (c.kind == Kernel::CheckKind::kIndex) TORCH_CHECK_INDEX(false, msg);
+  TORCH_CHECK(false, msg);
+}
+
+bool flag_set(const at::Tensor& flag) { return flag.to(at::kCPU).item<bool>(); }
+
+// Keeps a list bounded without a sync: its checks become one whose flag is
+// their `or` and whose message names them (the first few).
+void fold_checks(std::vector<PendingCheck>& list) {
+  evaluating_checks = true;
+  std::vector<PendingCheck> checks;
+  checks.swap(list);
+  std::vector<at::Tensor> flags;
+  std::string what = "a device-side check failed in one of " + std::to_string(checks.size()) + " ops:";
+  for (size_t i = 0; i < checks.size(); ++i) {
+    flags.push_back(checks[i].flag.reshape({1}));
+    if (i < 4) what += std::string(" ") + checks[i].site.op + " (" + checks[i].what + ")";
+  }
+  try {
+    list.push_back({at::cat(flags).any(), checks[0].kind, what, checks[0].site});
+  } catch (...) {
+    evaluating_checks = false;
+    throw;
+  }
+  evaluating_checks = false;
+}
+
+}  // namespace
+
+void Kernel::check(Value bad, CheckKind kind, std::string what) {
+  std::vector<int64_t> all(b().rank(bad));
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
+  Value any = b().reduce_max(b().convert(bad, DType::kBool), all);
+  checks_.push_back({out(any, at::kBool), kind, std::move(what)});
+}
+
+void raise_failed_checks() {
+  if (evaluating_checks) return;
+  evaluating_checks = true;
+  std::vector<PendingCheck> checks;
+  checks.swap(pending_checks);
+  {
+    std::lock_guard<std::mutex> lock(backward_checks_mu);
+    for (PendingCheck& c : backward_checks) checks.push_back(std::move(c));
+    backward_checks.clear();
+  }
+  if (checks.empty()) {
+    evaluating_checks = false;
+    return;
+  }
+  try {
+    bool any = checks.size() == 1;
+    if (!any) {
+      std::vector<at::Tensor> flags;
+      for (const PendingCheck& c : checks) flags.push_back(c.flag.reshape({1}));
+      any = flag_set(at::cat(flags).any());
+    }
+    if (any)
+      for (const PendingCheck& c : checks)
+        if (flag_set(c.flag)) raise_check(c);
+  } catch (...) {
+    evaluating_checks = false;
+    throw;
+  }
+  evaluating_checks = false;
+}
+
 void Kernel::run() {
   try {
     og_.run();
   } catch (const eager::DeviceError& e) {
     rethrow_device_error(e);
+  }
+  if (!checks_.empty() && !evaluating_checks) {
+    const eager::OpSite site = og_.site();
+    if (torch::autograd::get_current_node()) {
+      std::lock_guard<std::mutex> lock(backward_checks_mu);
+      for (Check& c : checks_) backward_checks.push_back({std::move(c.flag), c.kind, std::move(c.what), site});
+      if (backward_checks.size() > kMaxPendingChecks) fold_checks(backward_checks);
+    } else {
+      for (Check& c : checks_) pending_checks.push_back({std::move(c.flag), c.kind, std::move(c.what), site});
+      if (eager::Runtime::get().mode() == eager::EagerMode::kDebug) {
+        checks_.clear();
+        raise_failed_checks();
+      } else if (pending_checks.size() > kMaxPendingChecks) {
+        fold_checks(pending_checks);
+      }
+    }
+    checks_.clear();
   }
   // Fused Eager materializes at the end of backward(): the first op of a
   // backward pass on the device queues a callback that runs when it ends.
@@ -104,12 +211,13 @@ void Kernel::run() {
   }
 }
 
-void debug_check_index(const char* op, const at::Tensor& index, int64_t size) {
-  if (eager::Runtime::get().mode() != eager::EagerMode::kDebug || !index.defined() || index.numel() == 0) return;
-  at::Tensor bad = at::logical_or(index < -size, index >= size).any();
-  TORCH_CHECK_INDEX(!bad.item<bool>(), op, ": index out of range for a dimension of size ", size,
-                    " (index tensor of shape ", index.sizes(), ", min ", index.min().item<int64_t>(), ", max ",
-                    index.max().item<int64_t>(), "; checked in Debug mode, other modes clamp)");
+void check_index(Kernel& k, Value idx, int64_t size, bool allow_negative, Kernel::CheckKind kind,
+                 const std::string& what) {
+  Builder& b = k.b();
+  Value lo = b.constant(DType::kS64, allow_negative ? -static_cast<double>(size) : 0.0, b.dims(idx));
+  Value hi = b.constant(DType::kS64, static_cast<double>(size), b.dims(idx));
+  Value bad = b.logical_or(b.compare(idx, lo, ops::Cmp::kLT), b.compare(idx, hi, ops::Cmp::kGE));
+  k.check(bad, kind, what);
 }
 
 [[noreturn]] void rethrow_device_error(const eager::DeviceError& e) {
@@ -131,9 +239,18 @@ Value Kernel::in(const at::Tensor& t, at::ScalarType as) {
 }
 
 Value Kernel::scalar(const c10::Scalar& s, at::ScalarType as) {
-  double v = s.isBoolean() ? (s.toBool() ? 1.0 : 0.0)
-             : s.isIntegral(false) ? static_cast<double>(s.toLong())
-                                   : s.toDouble();
+  eager::HostScalar v;
+  if (s.isBoolean()) {
+    v = eager::HostScalar::of_int(s.toBool() ? 1 : 0);
+  } else if (s.isUnsigned()) {
+    v = eager::HostScalar::of_int(static_cast<int64_t>(s.toUInt64()));
+    v.d = static_cast<double>(s.toUInt64());
+  } else if (s.isIntegral(false)) {
+    v = eager::HostScalar::of_int(s.toLong());
+  } else {
+    TORCH_CHECK(!s.isComplex(), op_, ": complex scalars are not supported on tpu");
+    v = eager::HostScalar::of_float(s.toDouble());
+  }
   return og_.scalar(to_ir(as), v);
 }
 

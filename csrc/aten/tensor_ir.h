@@ -48,21 +48,37 @@ class Kernel {
   void into_resized(const at::Tensor& out, Value v);
   // `v` into `out` (resized) when given, else into a new tensor of `dtype`.
   at::Tensor result(Value v, at::ScalarType dtype, const at::Tensor* out);
+  // A device-side check, as CUDA's device asserts but raised as a Python
+  // error: when any element of the bool value `bad` is true, `what` is
+  // raised as `kind`, naming the op and the user's line: at once in Debug
+  // Eager, else at the issuing thread's next sync point (.item(), .cpu(),
+  // print, synchronize()). The flag is computed in the op's own graph.
+  enum class CheckKind { kIndex, kRuntime };
+  void check(Value bad, CheckKind kind, std::string what);
   // Hands the graph to the mode; in Fused Eager inside backward(), also
   // makes the end of backward a sync point.
   void run();
 
  private:
+  struct Check {
+    at::Tensor flag;
+    CheckKind kind;
+    std::string what;
+  };
+  std::vector<Check> checks_;
   static c10::Device check_device(const char* op, c10::Device device);
   const char* op_;
   c10::Device device_;
   eager::OpGraph og_;
 };
 
-// Debug Eager only: raises IndexError when an index of `index` is outside
-// [-size, size) (the other modes clamp, as XLA does). Costs a device round
-// trip, which Debug mode pays per op anyway.
-void debug_check_index(const char* op, const at::Tensor& index, int64_t size);
+// Checks (Kernel::check) that `index` (read as `idx`, int64) lies in
+// [-size, size), or [0, size) when negatives are refused, naming `what`.
+void check_index(Kernel& k, Value idx, int64_t size, bool allow_negative, Kernel::CheckKind kind,
+                 const std::string& what);
+// Sync points: raises the first failed device-side check this thread
+// issued (and drops the rest); no-op when none is pending.
+void raise_failed_checks();
 
 // Runs the kernel body, turning lowering errors into Python-visible errors
 // that name the op.

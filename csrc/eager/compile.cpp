@@ -14,8 +14,19 @@ namespace {
 // The options every graph compiles with, and reloads a serialized one with.
 // They are part of the disk tiers' fingerprint; options that vary per graph
 // would have to join the graph key (and reach the deserialize call).
+// XLA's fast min/max drops a NaN operand; PyTorch propagates NaN from either
+// side (maximum, clamp, amax, max pooling), so it is off on every platform.
 const std::string& compile_options() {
-  static const std::string bytes = pjrt::CompileOptions().encode();
+  static const std::string bytes = [] {
+    pjrt::CompileOptions o;
+    for (const char* flag : {"xla_cpu_enable_fast_min_max", "xla_gpu_enable_fast_min_max"}) {
+      pjrt::OptionOverride off;
+      off.kind = pjrt::OptionOverride::kBool;
+      off.b = false;
+      o.env_overrides.emplace_back(flag, off);
+    }
+    return o.encode();
+  }();
   return bytes;
 }
 

@@ -56,7 +56,7 @@ ir::Value OpGraph::read(StorageValue* s, ir::DType dtype, const ops::ViewMeta& v
   return ops::read_view(b_, param_for(s, dtype), v);
 }
 
-ir::Value OpGraph::scalar(ir::DType dtype, double value) {
+ir::Value OpGraph::scalar(ir::DType dtype, HostScalar value) {
   ir::DType carried = (dtype == ir::DType::kF16 || dtype == ir::DType::kBF16) ? ir::DType::kF32 : dtype;
   pjrt::BufferPtr buf = Runtime::get().scalar_buffer(carried, value, device_);
   ir::Value p = g_.parameter(ir::Type{carried, {}});

@@ -21,13 +21,15 @@ class OpGraph {
   OpGraph(int device, const char* op);
   ops::Builder& b() { return b_; }
   int device() const { return device_; }
+  // The op and the user's source position it was issued from.
+  const OpSite& site() const { return outer_ ? *outer_ : site_; }
 
   // The view `v` of storage `s`, read as `dtype`.
   ir::Value read(StorageValue* s, ir::DType dtype, const ops::ViewMeta& v);
   // The whole flat value of `s` as `dtype` (zeros if never written).
   ir::Value read_flat(StorageValue* s, ir::DType dtype);
   // A runtime scalar argument (a new value does not recompile).
-  ir::Value scalar(ir::DType dtype, double value);
+  ir::Value scalar(ir::DType dtype, HostScalar value);
   // Replaces the view `v` of `s` with `update` (shaped like the view).
   void write(StorageValue* s, ir::DType dtype, const ops::ViewMeta& v, ir::Value update);
 

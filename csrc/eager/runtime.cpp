@@ -206,10 +206,26 @@ void Runtime::synchronize() {
   raise_pending_error();
 }
 
-pjrt::BufferPtr Runtime::scalar_buffer(ir::DType dtype, double value, int device) {
+namespace {
+// `s` converted to the integer type T as C++ converts (an integer wraps).
+template <typename T>
+T to_int(const HostScalar& s) {
+  return s.integral ? static_cast<T>(s.i) : static_cast<T>(s.d);
+}
+template <typename T>
+T to_float(const HostScalar& s) {
+  return s.integral ? static_cast<T>(s.i) : static_cast<T>(s.d);
+}
+}  // namespace
+
+pjrt::BufferPtr Runtime::scalar_buffer(ir::DType dtype, HostScalar s, int device) {
   uint64_t bits;
-  std::memcpy(&bits, &value, 8);
-  const ScalarKey key{bits, dtype, device};
+  if (s.integral) {
+    std::memcpy(&bits, &s.i, 8);
+  } else {
+    std::memcpy(&bits, &s.d, 8);
+  }
+  const ScalarKey key{bits, s.integral, dtype, device};
   {
     std::lock_guard<std::mutex> lock(scalar_mu_);
     auto it = scalars_.find(key);
@@ -217,16 +233,16 @@ pjrt::BufferPtr Runtime::scalar_buffer(ir::DType dtype, double value, int device
   }
   alignas(8) unsigned char buf[8] = {0};
   switch (dtype) {
-    case ir::DType::kBool: buf[0] = value != 0; break;
-    case ir::DType::kU8: buf[0] = static_cast<uint8_t>(value); break;
-    case ir::DType::kS8: { int8_t v = static_cast<int8_t>(value); std::memcpy(buf, &v, 1); break; }
-    case ir::DType::kS16: { int16_t v = static_cast<int16_t>(value); std::memcpy(buf, &v, 2); break; }
-    case ir::DType::kS32: { int32_t v = static_cast<int32_t>(value); std::memcpy(buf, &v, 4); break; }
-    case ir::DType::kS64: { int64_t v = static_cast<int64_t>(value); std::memcpy(buf, &v, 8); break; }
-    case ir::DType::kU32: { uint32_t v = static_cast<uint32_t>(value); std::memcpy(buf, &v, 4); break; }
-    case ir::DType::kU64: { uint64_t v = static_cast<uint64_t>(value); std::memcpy(buf, &v, 8); break; }
-    case ir::DType::kF32: { float v = static_cast<float>(value); std::memcpy(buf, &v, 4); break; }
-    case ir::DType::kF64: std::memcpy(buf, &value, 8); break;
+    case ir::DType::kBool: buf[0] = s.integral ? s.i != 0 : s.d != 0; break;
+    case ir::DType::kU8: buf[0] = to_int<uint8_t>(s); break;
+    case ir::DType::kS8: { int8_t v = to_int<int8_t>(s); std::memcpy(buf, &v, 1); break; }
+    case ir::DType::kS16: { int16_t v = to_int<int16_t>(s); std::memcpy(buf, &v, 2); break; }
+    case ir::DType::kS32: { int32_t v = to_int<int32_t>(s); std::memcpy(buf, &v, 4); break; }
+    case ir::DType::kS64: { int64_t v = to_int<int64_t>(s); std::memcpy(buf, &v, 8); break; }
+    case ir::DType::kU32: { uint32_t v = to_int<uint32_t>(s); std::memcpy(buf, &v, 4); break; }
+    case ir::DType::kU64: { uint64_t v = s.integral ? static_cast<uint64_t>(s.i) : static_cast<uint64_t>(s.d); std::memcpy(buf, &v, 8); break; }
+    case ir::DType::kF32: { float v = to_float<float>(s); std::memcpy(buf, &v, 4); break; }
+    case ir::DType::kF64: { double v = to_float<double>(s); std::memcpy(buf, &v, 8); break; }
     case ir::DType::kF16: case ir::DType::kBF16: {
       // Converted on the device from f32 to keep rounding XLA's.
       throw std::logic_error("scalar_buffer: 16-bit scalars are passed as f32");

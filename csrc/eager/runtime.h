@@ -65,6 +65,16 @@ class StorageValue {
 
 pjrt::ElementType to_pjrt(ir::DType t);
 
+// A host scalar as the user gave it: an integer keeps all 64 bits (a double
+// holds only 53), a float is a double.
+struct HostScalar {
+  bool integral = false;
+  int64_t i = 0;  // integral: the value (a uint64 above 2**63 as its bits)
+  double d = 0;
+  static HostScalar of_int(int64_t v) { return {true, v, static_cast<double>(v)}; }
+  static HostScalar of_float(double v) { return {false, 0, v}; }
+};
+
 class Runtime {
  public:
   // Loads the plugin and creates the client; idempotent for the same args.
@@ -125,7 +135,7 @@ class Runtime {
   pjrt::BufferPtr wait_value(const SlotPtr& slot);
 
   // A 0-d device buffer holding `value` (recently used values are kept).
-  pjrt::BufferPtr scalar_buffer(ir::DType dtype, double value, int device);
+  pjrt::BufferPtr scalar_buffer(ir::DType dtype, HostScalar value, int device);
   pjrt::BufferPtr upload(const void* data, ir::DType dtype, const ir::Dims& dims, int device);
 
  private:
@@ -147,14 +157,17 @@ class Runtime {
 
   struct ScalarKey {
     uint64_t bits;
+    bool integral;
     ir::DType dtype;
     int device;
-    bool operator==(const ScalarKey& o) const { return bits == o.bits && dtype == o.dtype && device == o.device; }
+    bool operator==(const ScalarKey& o) const {
+      return bits == o.bits && integral == o.integral && dtype == o.dtype && device == o.device;
+    }
   };
   struct ScalarKeyHash {
     size_t operator()(const ScalarKey& k) const {
       return static_cast<size_t>(k.bits * 0x9E3779B97F4A7C15ULL ^ (static_cast<uint64_t>(k.dtype) << 56) ^
-                                 (static_cast<uint64_t>(k.device) << 48));
+                                 (static_cast<uint64_t>(k.device) << 48) ^ (static_cast<uint64_t>(k.integral) << 47));
     }
   };
   std::mutex scalar_mu_;

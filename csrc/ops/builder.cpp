@@ -121,7 +121,22 @@ Value Builder::convert(Value a, DType t) {
     // Conversion to bool is "!= 0", as in PyTorch.
     return compare(a, constant(dtype(a), 0, dims(a)), Cmp::kNE);
   }
+  if (is_float(dtype(a)) && (is_signed_int(t) || t == DType::kU8)) return float_to_int(a, t);
   return g_.add("stablehlo.convert", {a}, Type{t, dims(a)});
+}
+
+// PyTorch's CPU conversion (x86's): truncation toward zero; NaN and values
+// outside int32 (int64 for int64) become that type's minimum, and int8,
+// int16 and uint8 keep the low bits of the int32. XLA would saturate.
+Value Builder::float_to_int(Value a, DType t) {
+  const DType wide = t == DType::kS64 ? DType::kS64 : DType::kS32;
+  const double lim = wide == DType::kS64 ? 9223372036854775808.0 : 2147483648.0;
+  Value x = (dtype(a) == DType::kF16 || dtype(a) == DType::kBF16) ? convert(a, DType::kF32) : a;
+  Value in_range = logical_and(compare(x, constant(dtype(x), -lim, dims(x)), Cmp::kGE),
+                               compare(x, constant(dtype(x), lim, dims(x)), Cmp::kLT));
+  Value w = g_.add("stablehlo.convert", {x}, Type{wide, dims(x)});
+  Value r = select(in_range, w, constant(wide, -lim, dims(x)));
+  return wide == t ? r : g_.add("stablehlo.convert", {r}, Type{t, dims(x)});
 }
 
 Value Builder::bitcast_convert(Value a, DType t) {
@@ -225,7 +240,19 @@ Value Builder::dynamic_update_slice(Value a, Value update, const std::vector<int
   return g_.add("stablehlo.dynamic_update_slice", std::move(operands), type(a));
 }
 
+// Dims of a rank-`rank` value named by a lowering: each in range, once.
+static void check_dims(const char* what, const std::vector<int64_t>& ds, int64_t rank) {
+  for (size_t i = 0; i < ds.size(); ++i) {
+    if (ds[i] < 0 || ds[i] >= rank)
+      throw LoweringError(std::string(what) + ": dimension " + std::to_string(ds[i]) + " out of range for rank " +
+                          std::to_string(rank));
+    for (size_t j = 0; j < i; ++j)
+      if (ds[j] == ds[i]) throw LoweringError(std::string(what) + ": dimension " + std::to_string(ds[i]) + " repeated");
+  }
+}
+
 Value Builder::reduce(Value a, std::vector<int64_t> rdims, Body body, double init) {
+  check_dims("reduce", rdims, rank(a));
   Dims out;
   for (int64_t i = 0; i < rank(a); ++i)
     if (std::find(rdims.begin(), rdims.end(), i) == rdims.end()) out.push_back(dims(a)[i]);
@@ -246,6 +273,7 @@ Value Builder::reduce_min(Value a, std::vector<int64_t> d) {
 }
 
 Value Builder::keepdim(Value reduced, const Dims& full, const std::vector<int64_t>& rdims) {
+  check_dims("keepdim", rdims, static_cast<int64_t>(full.size()));
   Dims kd = full;
   for (int64_t d : rdims) kd[d] = 1;
   return reshape(reduced, kd);

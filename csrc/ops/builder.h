@@ -45,6 +45,9 @@ class Builder {
   Value max(Value a, Value b) { return binary_bcast("stablehlo.maximum", a, b); }
   Value min(Value a, Value b) { return binary_bcast("stablehlo.minimum", a, b); }
   Value neg(Value a) { return unary("stablehlo.negate", a); }
+  // Bitwise on integers, logical on bool.
+  Value logical_or(Value a, Value b) { return binary_bcast("stablehlo.or", a, b); }
+  Value logical_and(Value a, Value b) { return binary_bcast("stablehlo.and", a, b); }
   Value exp(Value a) { return unary("stablehlo.exponential", a); }
   Value log(Value a) { return unary("stablehlo.log", a); }
   Value sqrt(Value a) { return unary("stablehlo.sqrt", a); }
@@ -56,7 +59,10 @@ class Builder {
 
   Value compare(Value a, Value b, Cmp cmp);  // broadcasts; result bool
   Value select(Value pred, Value on_true, Value on_false);  // broadcasts all three
+  // Elementwise conversion with PyTorch's semantics (to bool: != 0; float
+  // to integer: see float_to_int).
   Value convert(Value a, DType t);
+  Value float_to_int(Value a, DType t);
   Value bitcast_convert(Value a, DType t);
 
   Value reshape(Value a, Dims dims);

@@ -53,7 +53,9 @@ Value sign(Builder& b, Value x) {
   if (b.dtype(x) == DType::kBool) return x;
   if (is_unsigned_int(b.dtype(x)))
     return b.convert(b.compare(x, b.zeros_like(x), Cmp::kNE), b.dtype(x));
-  return b.unary("stablehlo.sign", x);
+  // PyTorch's (0 < x) - (x < 0): NaN and -0.0 give 0.
+  Value zero = b.zeros_like(x);
+  return b.sub(b.convert(b.compare(zero, x, Cmp::kLT), b.dtype(x)), b.convert(b.compare(x, zero, Cmp::kLT), b.dtype(x)));
 }
 
 Value floor_divide(Builder& b, Value a, Value c) {

@@ -117,6 +117,13 @@ PYBIND11_MODULE(_C, m) {
   m.def("_synchronize", [] {
     py::gil_scoped_release nogil;
     Runtime::get().synchronize();
+    try {
+      torchtpu::aten::raise_failed_checks();
+    } catch (const c10::IndexError& e) {
+      throw py::index_error(e.what_without_backtrace());
+    } catch (const c10::Error& e) {
+      throw std::runtime_error(e.what_without_backtrace());
+    }
   });
   m.def("_metrics", &metrics);
   m.def("_reset_metrics", [] {

@@ -1,0 +1,228 @@
+"""PyTorch's semantics at the edges, in every mode, against the CPU: 0-d
+reductions, NaN propagation, 64-bit integer scalars, arguments PyTorch
+refuses, and device-side checks (indices, targets, integer division by zero)
+raised at the op (Debug) or at the next sync point (Strict, Fused)."""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torchtpu
+
+pytestmark = pytest.mark.usefixtures("each_mode")
+
+DEV = torch.device("tpu")
+NAN = float("nan")
+
+
+def same(fn, *args):
+    """fn on the device equals fn on the CPU (values, dtype, shape; NaN == NaN)."""
+    expected = fn(*args)
+    got = fn(*[a.to(DEV) if isinstance(a, torch.Tensor) else a for a in args])
+    exp = expected if isinstance(expected, (tuple, list)) else (expected,)
+    out = got if isinstance(got, (tuple, list)) else (got,)
+    for e, g in zip(exp, out):
+        g = g.cpu()
+        assert g.dtype == e.dtype and g.shape == e.shape, (g, e)
+        torch.testing.assert_close(g, e, equal_nan=True, rtol=1e-5, atol=1e-6)
+
+
+def raises_like_cpu(fn, *args, match=None):
+    """The CPU raises; the device raises the same exception type, at the op or
+    at the next sync point."""
+    with pytest.raises(Exception) as cpu:
+        fn(*args)
+    with pytest.raises(type(cpu.value), match=match):
+        r = fn(*[a.to(DEV) if isinstance(a, torch.Tensor) else a for a in args])
+        if isinstance(r, torch.Tensor):
+            r.cpu()
+        torchtpu.synchronize()
+
+
+REDUCTIONS_0D = {
+    "sum": lambda t, k: torch.sum(t, dim=0, keepdim=k),
+    "sum_neg": lambda t, k: torch.sum(t, dim=-1, keepdim=k),
+    "mean": lambda t, k: torch.mean(t, dim=0, keepdim=k),
+    "amax": lambda t, k: torch.amax(t, dim=0, keepdim=k),
+    "amin": lambda t, k: torch.amin(t, dim=0, keepdim=k),
+    "all": lambda t, k: torch.all(t, dim=0, keepdim=k),
+    "any": lambda t, k: torch.any(t, dim=0, keepdim=k),
+    "nanmean": lambda t, k: torch.nanmean(t, dim=0, keepdim=k),
+    "logsumexp": lambda t, k: torch.logsumexp(t, dim=0, keepdim=k),
+    "vector_norm": lambda t, k: torch.linalg.vector_norm(t, dim=0, keepdim=k),
+    "max_dim": lambda t, k: tuple(torch.max(t, dim=0, keepdim=k)),
+    "argmax": lambda t, k: torch.argmax(t, dim=0, keepdim=k),
+    "var": lambda t, k: torch.var(t, dim=0, keepdim=k, correction=0),
+    "std_mean": lambda t, k: tuple(torch.std_mean(t, dim=0, keepdim=k, correction=0)),
+    "normalize": lambda t, k: F.normalize(t, dim=0),
+    "cosine_similarity": lambda t, k: F.cosine_similarity(t, t, dim=0),
+}
+
+
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize("name", sorted(REDUCTIONS_0D))
+def test_reduction_over_dim0_of_0d(name, keepdim):
+    same(lambda t: REDUCTIONS_0D[name](t, keepdim), torch.tensor(1.5))
+
+
+@pytest.mark.parametrize("dims", [(0, 0), (1, -1)])
+def test_repeated_reduction_dim_raises(dims):
+    raises_like_cpu(lambda x: x.sum(dims), torch.ones(2, 3), match="appears multiple times")
+
+
+def test_reduction_dim_out_of_range_raises():
+    raises_like_cpu(lambda x: x.sum(1), torch.tensor(1.0))
+    raises_like_cpu(lambda x: x.argmax(2), torch.tensor(1.0))
+
+
+def test_cat_of_0d_raises():
+    raises_like_cpu(lambda a: torch.cat([a, a]), torch.tensor(1.0), match="zero-dimensional")
+    out = torch.empty(2, device=DEV)
+    with pytest.raises(RuntimeError, match="zero-dimensional"):
+        torch.cat([torch.tensor(1.0, device=DEV)] * 2, out=out)
+
+
+NAN_A = torch.tensor([1.0, NAN, 3.0, NAN, -0.0, math.inf])
+NAN_B = torch.tensor([NAN, 2.0, 1.0, NAN, 0.0, NAN])
+
+
+@pytest.mark.parametrize("op", [torch.maximum, torch.minimum, torch.fmax, torch.fmin, torch.max, torch.min])
+def test_binary_extremes_propagate_nan_like_cpu(op):
+    same(op, NAN_A, NAN_B)
+    same(op, NAN_B, NAN_A)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: x.amax(), lambda x: x.amin(), lambda x: x.max(), lambda x: x.min(),
+    lambda x: tuple(x.max(0)), lambda x: tuple(x.min(0)), lambda x: x.argmax(), lambda x: x.argmin(),
+    lambda x: x.view(2, 3).argmax(1), lambda x: x.view(2, 3).argmin(1),
+    lambda x: x.sign(), lambda x: x.sgn(), lambda x: torch.relu(x),
+    lambda x: x.clamp(min=0.5), lambda x: x.clamp(max=0.5), lambda x: x.clamp(NAN, 1.0),
+    lambda x: x.clamp(max=NAN), lambda x: x.clamp(min=torch.full_like(x, NAN)),
+])
+def test_unary_nan_semantics_like_cpu(fn):
+    same(fn, NAN_A)
+
+
+def test_sign_of_negative_zero_and_nan():
+    same(torch.sign, torch.tensor([-0.0, 0.0, NAN, -2.0, 3.0]))
+
+
+BIG = [2**53 + 1, 2**60 + 3, -(2**62) - 5, 2**63 - 1]
+
+
+@pytest.mark.parametrize("big", BIG)
+def test_int64_scalars_keep_64_bits(big):
+    x = torch.tensor([1, 2, -3], dtype=torch.int64)
+    same(lambda t: t + big, x)
+    same(lambda t: t - big, x)
+    same(lambda t: t * 3 + big, x)
+    same(lambda t: t == big, x)
+    same(lambda t: torch.where(t > 1, t, big), x)
+    same(lambda t: t.masked_fill(t > 1, big), x)
+    same(lambda t: t.clamp(min=big), x)
+    same(lambda t: t.clone().fill_(big), x)
+    got = torch.full((3,), big, device=DEV, dtype=torch.int64).cpu()
+    assert got.tolist() == [big] * 3
+
+
+def test_int64_tensor_with_big_values_equals_scalar():
+    x = torch.tensor([2**53 + 1, 2**53 + 2])
+    same(lambda t: t == 2**53 + 1, x)
+
+
+def test_masked_select_of_0d_is_1d():
+    same(torch.masked_select, torch.tensor(2.0), torch.tensor(True))
+    same(torch.masked_select, torch.tensor(2.0), torch.tensor(False))
+
+
+def test_batch_norm_eval_with_zero_running_var_uses_eps():
+    x = torch.randn(4, 3, 5, generator=torch.Generator().manual_seed(0))
+    same(lambda t, m, v: F.batch_norm(t, m, v, training=False, eps=1e-3), x, torch.zeros(3), torch.zeros(3))
+    same(lambda t, m, v: F.batch_norm(t, m, v, training=False), x, torch.zeros(3), torch.zeros(3))
+
+
+@pytest.mark.parametrize("op", [
+    lambda a, b: a // b, lambda a, b: a % b, lambda a, b: torch.fmod(a, b),
+    lambda a, b: torch.div(a, b, rounding_mode="trunc"), lambda a, b: torch.div(a, b, rounding_mode="floor"),
+])
+def test_integer_division_by_zero_raises(op):
+    a = torch.tensor([5, -6, 7])
+    raises_like_cpu(op, a, torch.tensor([1, 0, 2]), match="ZeroDivisionError")
+    raises_like_cpu(lambda t: op(t, 0), a, match="ZeroDivisionError")
+    same(op, a, torch.tensor([2, -4, 3]))  # the check does not fire on valid input
+
+
+def test_float_division_by_zero_is_inf():
+    same(lambda a, b: a // b, torch.tensor([5.0, -6.0]), torch.tensor([0.0, 0.0]))
+
+
+X = torch.arange(12.0).reshape(3, 4)
+
+BAD_INDEXING = {
+    "gather_neg": lambda x: torch.gather(x, 1, torch.tensor([[0, -1]], device=x.device)),
+    "gather_big": lambda x: torch.gather(x, 1, torch.tensor([[0, 4]], device=x.device)),
+    "gather_shape": lambda x: torch.gather(x, 1, torch.zeros(4, 1, dtype=torch.long, device=x.device)),
+    "scatter_neg": lambda x: x.scatter(1, torch.tensor([[-1]], device=x.device), 1.0),
+    "scatter_add_big": lambda x: x.scatter_add(0, torch.tensor([[3]], device=x.device), x[:1, :1]),
+    "index_below": lambda x: x[torch.tensor([-4], device=x.device)],
+    "index_above": lambda x: x[torch.tensor([3], device=x.device)],
+    "index_col": lambda x: x[:, torch.tensor([0, 5], device=x.device)],
+    "index_put_above": lambda x: x.index_put((torch.tensor([3], device=x.device),), torch.tensor(1.0, device=x.device)),
+    "index_select_neg": lambda x: x.index_select(0, torch.tensor([-1], device=x.device)),
+    "index_add_big": lambda x: x.index_add(0, torch.tensor([3], device=x.device), x[:1]),
+    "embedding_big": lambda x: F.embedding(torch.tensor([3], device=x.device), x),
+    "mask_wrong_length": lambda x: x[torch.tensor([True, False], device=x.device)],
+    "where_float_cond": lambda x: torch.where(x, x, x),
+    "nll_target_big": lambda x: F.nll_loss(x, torch.tensor([0, 4, 1], device=x.device)),
+    "nll_target_neg": lambda x: F.nll_loss(x, torch.tensor([0, -1, 1], device=x.device)),
+    "ce_target_big": lambda x: F.cross_entropy(x, torch.tensor([0, 9, 1], device=x.device)),
+    "ce_int32_target": lambda x: F.cross_entropy(x, torch.tensor([0, 1, 1], dtype=torch.int32, device=x.device)),
+    "nll2d_target_big": lambda x: F.nll_loss(x.view(1, 3, 2, 2), torch.full((1, 2, 2), 3, device=x.device)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_INDEXING))
+def test_bad_indices_raise_like_cpu(name):
+    raises_like_cpu(BAD_INDEXING[name], X)
+
+
+def test_valid_indices_do_not_raise():
+    same(lambda x: x[torch.tensor([-3, 2, -1], device=x.device)], X)
+    same(lambda x: F.cross_entropy(x, torch.tensor([0, -100, 3], device=x.device)), X)
+    same(lambda x: torch.gather(x, 1, torch.tensor([[0, 3]], device=x.device)), X)
+
+
+def test_device_check_raised_once_at_next_sync(each_mode):
+    x = X.to(DEV)
+    bad = torch.tensor([0, 7], device=DEV)
+    if each_mode == "debug":
+        with pytest.raises(IndexError, match="test_semantics.py"):
+            x[bad]
+    else:
+        y = x[bad]  # no sync: no error yet
+        del y
+        with pytest.raises(IndexError, match="out of bounds"):
+            (x * 2).sum().item()
+    assert (x * 2).sum().item() == 132.0  # raised once, not again
+
+
+def test_device_checks_of_unsynced_loop_stay_bounded():
+    x = X.to(DEV)
+    good = torch.tensor([0, 2], device=DEV)
+    for _ in range(200):
+        x[good]
+    assert x.sum().item() == 66.0
+    with pytest.raises(IndexError):  # at the op in Debug mode, else at synchronize()
+        for i in range(200):
+            x[torch.tensor([0, 3 if i == 150 else 1], device=DEV)]
+        torchtpu.synchronize()
+    assert x.sum().item() == 66.0
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64])
+@pytest.mark.parametrize("src", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
+def test_float_to_int_conversion_like_cpu(src, dtype):
+    x = torch.tensor([NAN, math.inf, -math.inf, 300.7, -7.9, 3e9, -3e9, 2.5, -0.5, 1e20]).to(src)
+    same(lambda t: t.to(dtype), x)
