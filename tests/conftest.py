@@ -58,6 +58,7 @@ def pytest_sessionfinish(session, exitstatus):
         msg = (f"the tests changed the user's real compilation cache {REAL_CACHE_DIR} (tests must use a "
                f"temporary directory; or another torchtpu program used it meanwhile): " + ", ".join(changed[:10]))
         if reporter is not None:
+            reporter.write_line("")
             reporter.write_line("ERROR: " + msg, red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 

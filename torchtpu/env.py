@@ -17,9 +17,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-_INTEGER = re.compile(r"[+-]?([0-9]+)")
-_SIZE = re.compile(r"([0-9]+)\s*([KMGTP]?)(?:i?B)?", re.IGNORECASE)
-_NUMBER = re.compile(r"([0-9]*)(?:\.[0-9]*)?")
+_INTEGER = re.compile(r"([+-]?)0*([0-9]+)")
+_SIZE = re.compile(r"0*([0-9]+)\s*([KMGTP]?)(?:i?B)?", re.IGNORECASE)
+_NUMBER = re.compile(r"0*([0-9]*)(?:\.[0-9]*)?")
 _SUFFIXES = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}
 _INT64_MAX = (1 << 63) - 1
 
@@ -34,8 +34,9 @@ class _Kind:
 
 
 def _in_range(digits, convert, lo, hi):
-    """convert() of a checked text whose integer part is `digits`, if in [lo, hi]."""
-    if len(digits.lstrip("0")) > 30:  # far out of any range; no huge conversion
+    """convert() of a checked text whose integer part is `digits` (no leading
+    zeros), if in [lo, hi]."""
+    if len(digits) > 30:  # far out of any range; no huge conversion
         raise ValueError("out of range")
     value = convert()
     if not lo <= value <= hi:
@@ -48,7 +49,7 @@ def integer(lo: int, hi: int) -> _Kind:
         m = _INTEGER.fullmatch(text.strip())
         if not m:
             raise ValueError("not an integer")
-        return _in_range(m.group(1), lambda: int(m.group(0)), lo, hi)
+        return _in_range(m.group(2), lambda: int(m.group(1) + m.group(2)), lo, hi)
     return _Kind(f"an integer from {lo} to {hi}", parse)
 
 
