@@ -69,7 +69,7 @@ def pytest_sessionfinish(session, exitstatus):
     if changed:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         msg = (f"the tests changed the user's real compilation cache {REAL_CACHE_DIR} (tests must use a "
-               f"temporary directory; or another torchtpu program used it meanwhile): " + ", ".join(changed[:10]))
+               f"temporary directory; or a program of this build used it meanwhile): " + ", ".join(changed[:10]))
         if reporter is not None:
             reporter.write_line("")
             reporter.write_line("ERROR: " + msg, red=True)
