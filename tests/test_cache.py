@@ -5,6 +5,8 @@ torchtpu.cache.stats()/clear() report and act on the tiers."""
 import glob
 import json
 import os
+import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -15,6 +17,7 @@ import torch
 import torchtpu
 from torchtpu import debug
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROGRAM = r"""
 import json, os, sys, time
 import torch, torchtpu
@@ -44,6 +47,7 @@ def _env(cache_dir, **extra):
     env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHTPU_CACHE")}
     env.pop("TORCHTPU_SHARED_CACHE_DIR", None)
     env["TORCHTPU_CACHE_DIR"] = str(cache_dir)
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")  # this checkout's torchtpu
     env.update({k: str(v) for k, v in extra.items()})
     return env
 
@@ -55,8 +59,13 @@ def _start(tmp_path, cache_dir, ready="", go="", **extra):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def _finish(proc):
-    out, err = proc.communicate(timeout=300)
+def _finish(proc, timeout=300):
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        pytest.fail(f"the program did not finish within {timeout} s")
     assert proc.returncode == 0, err
     line = next(ln for ln in out.splitlines() if ln.startswith("RESULT "))
     result = json.loads(line[len("RESULT "):])
@@ -64,8 +73,8 @@ def _finish(proc):
     return result
 
 
-def _run(tmp_path, cache_dir, **extra):
-    return _finish(_start(tmp_path, cache_dir, **extra))
+def _run(tmp_path, cache_dir, timeout=300, **extra):
+    return _finish(_start(tmp_path, cache_dir, **extra), timeout)
 
 
 def _entries(result):
@@ -130,6 +139,66 @@ def test_corrupted_entries_are_rebuilt(tmp_path):
     assert second["stderr"].count("ignored a bad compile cache entry") == 1  # warned once
     third = _run(tmp_path, tmp_path / "c")
     assert third["compilations"] == 0 and third["stats"]["corrupt_entries"] == 0
+
+
+def test_entries_and_locks_that_are_not_regular_files_are_not_followed(tmp_path):
+    first = _run(tmp_path, tmp_path / "c")
+    entries = _entries(first)
+    assert len(entries) >= 3
+    os.unlink(entries[0])
+    os.mkfifo(entries[0])  # opening it for reading used to block forever
+    outside = tmp_path / "outside.tte"  # a valid entry, but not in the cache
+    shutil.copy(entries[1], outside)
+    os.unlink(entries[1])
+    os.symlink(outside, entries[1])
+    lock = entries[2][:-len(".tte")] + ".lock"  # a lock file pointing out of the cache
+    target = tmp_path / "created-through-the-link"
+    if os.path.lexists(lock):
+        os.unlink(lock)
+    os.symlink(target, lock)
+    os.unlink(entries[2])
+    before = outside.read_bytes()
+
+    second = _run(tmp_path, tmp_path / "c", timeout=120)
+    assert second["out"] == first["out"]
+    assert second["stats"]["corrupt_entries"] == 2 and second["compilations"] == 3
+    assert second["stderr"].count("ignored a bad compile cache entry") == 1
+    assert "not a regular file" in second["stderr"]
+    for path in entries[:3] + [lock]:
+        assert stat.S_ISREG(os.lstat(path).st_mode), path  # rebuilt as plain files in the cache
+    assert outside.read_bytes() == before and not target.exists()
+    assert _run(tmp_path, tmp_path / "c")["compilations"] == 0
+
+
+HOLD_LOCKS = """
+import fcntl, sys, time
+files = [open(p, "a") for p in sys.argv[1:]]
+for f in files:
+    fcntl.flock(f, fcntl.LOCK_EX)
+print("held", flush=True)
+time.sleep(600)
+"""
+
+
+def test_lock_held_forever_is_waited_for_a_bounded_time(tmp_path):
+    first = _run(tmp_path, tmp_path / "c")
+    n = first["compilations"]
+    entries = _entries(first)
+    locks = [e[:-len(".tte")] + ".lock" for e in entries]
+    assert len(locks) == n and all(os.path.isfile(p) for p in locks)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCKS] + locks, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        for e in entries:
+            os.unlink(e)
+        second = _run(tmp_path, tmp_path / "c", timeout=120, TORCHTPU_CACHE_LOCK_TIMEOUT="0.5")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert second["out"] == first["out"] and second["compilations"] == n
+    assert second["stderr"].count("compiling without the compile cache's lock") == 1, second["stderr"]
+    assert "waited 0.5 s" in second["stderr"] and "held by another process" in second["stderr"]
+    assert len(_entries(second)) == n  # stored all the same
 
 
 def test_directory_others_can_write_is_refused(tmp_path):

@@ -81,7 +81,7 @@ def test_env_var_default_is_strict():
 def test_env_var_bad_mode():
     r = run_python("import torchtpu", TORCHTPU_EAGER_MODE="bogus")
     assert r.returncode != 0
-    assert "unknown eager mode 'bogus'" in r.stderr
+    assert "ValueError: torchtpu: invalid setting: TORCHTPU_EAGER_MODE='bogus' is not valid" in r.stderr
 
 
 def compute(x, w):

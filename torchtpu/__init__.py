@@ -6,47 +6,60 @@
 """
 import atexit
 import os
+import sys
 
 import torch
 
-from . import env
-from ._plugin import plugin_path
 
-_PLUGIN = plugin_path()
-
-torch.utils.rename_privateuse1_backend("tpu")
-
-from . import _C  # noqa: E402
-
-_C._init(_PLUGIN, int(env.get("TORCHTPU_CPU_DEVICES")))
-from . import cache  # noqa: E402
-cache._configure_at_import(_PLUGIN)
-_C._set_fallback_error(env.get("TORCHTPU_CPU_FALLBACK") == "error")
-_C._set_fused_max_ops(int(env.get("TORCHTPU_FUSED_MAX_OPS")))
-if env.get("TORCHTPU_SHOW_CPP_STACKTRACES") == "1":
-    os.environ["TORCH_SHOW_CPP_STACKTRACES"] = "1"
-    _C._set_cpp_stacktraces(True)
+def _running_env_report() -> bool:
+    """True while `python -m torchtpu.env` imports this package: that report
+    must work when a setting or the plugin is broken, so nothing here runs."""
+    argv = getattr(sys, "orig_argv", [])
+    return sys.argv[:1] == ["-m"] and any(
+        a == "-mtorchtpu.env" or (a == "-m" and b == "torchtpu.env") for a, b in zip(argv, argv[1:] + [""]))
 
 
-def _library_paths():
-    """Path prefixes of library code: error messages skip their frames to
-    name the user's line."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    ours = [os.path.join(here, f) for f in os.listdir(here) if f.endswith(".py")]
-    return [os.path.dirname(os.path.abspath(torch.__file__)) + os.sep] + ours
+if not _running_env_report():
+    from . import env
+    from ._plugin import HINT, plugin_path
 
+    env.validate()
+    _PLUGIN = plugin_path()
 
-_C._install_site_hooks(_library_paths())
-atexit.register(_C._shutdown)
+    torch.utils.rename_privateuse1_backend("tpu")
 
-from . import debug, device_module  # noqa: E402
-from .modes import eager_mode, get_eager_mode, set_eager_mode  # noqa: E402
-from . import _printing  # noqa: E402,F401
+    from . import _C  # noqa: E402
 
-torch._register_device_module("tpu", device_module)
-torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
+    try:
+        _C._init(_PLUGIN, env.get("TORCHTPU_CPU_DEVICES"))
+    except RuntimeError as e:
+        raise ImportError(f"cannot start the PJRT plugin {_PLUGIN}: {e}\n{HINT}") from e
+    from . import cache  # noqa: E402
+    cache._configure_at_import(_PLUGIN)
+    _C._set_fallback_error(env.get("TORCHTPU_CPU_FALLBACK") == "error")
+    _C._set_fused_max_ops(env.get("TORCHTPU_FUSED_MAX_OPS"))
+    if env.get("TORCHTPU_SHOW_CPP_STACKTRACES"):
+        os.environ["TORCH_SHOW_CPP_STACKTRACES"] = "1"
+        _C._set_cpp_stacktraces(True)
 
-set_eager_mode(env.get("TORCHTPU_EAGER_MODE"))
+    def _library_paths():
+        """Path prefixes of library code: error messages skip their frames to
+        name the user's line."""
+        here = os.path.dirname(os.path.abspath(__file__))
+        ours = [os.path.join(here, f) for f in os.listdir(here) if f.endswith(".py")]
+        return [os.path.dirname(os.path.abspath(torch.__file__)) + os.sep] + ours
+
+    _C._install_site_hooks(_library_paths())
+    atexit.register(_C._shutdown)
+
+    from . import debug, device_module  # noqa: E402
+    from .modes import eager_mode, get_eager_mode, set_eager_mode  # noqa: E402
+    from . import _printing  # noqa: E402,F401
+
+    torch._register_device_module("tpu", device_module)
+    torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
+
+    set_eager_mode(env.get("TORCHTPU_EAGER_MODE"))
 
 
 def get_device(index: int = None) -> torch.device:

@@ -11,7 +11,9 @@ executables under ``<dir>/<fingerprint>/``, where the fingerprint names the
 plugin build, the torchtpu build and the CPU, so another build never loads
 them. Each disk tier is capped at ``TORCHTPU_CACHE_MAX_BYTES``; least
 recently used entries go first. A directory another user can write to is not
-used (a warning says why).
+used (a warning says why). A process waits at most
+``TORCHTPU_CACHE_LOCK_TIMEOUT`` seconds for another one compiling the same
+graph, then compiles it too (one warning).
 """
 import functools
 import os
@@ -22,7 +24,6 @@ import struct
 from . import _C, env
 
 _BUILD_ID = re.compile(rb"\x04\x00\x00\x00(.)\x00\x00\x00\x03\x00\x00\x00GNU\x00", re.DOTALL)
-_SUFFIXES = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 _plugin_path = ""
 
 
@@ -33,11 +34,12 @@ def default_dir() -> str:
 
 
 def parse_bytes(text: str) -> int:
-    """'2147483648', '512M', '2G' -> bytes (binary suffixes K, M, G, T)."""
-    m = re.fullmatch(r"\s*(\d+)\s*([KMGT]?)i?B?\s*", text, re.IGNORECASE)
-    if not m:
-        raise ValueError(f"not a size in bytes: {text!r} (expected e.g. 2147483648, 512M or 2G)")
-    return int(m.group(1)) * _SUFFIXES[m.group(2).upper()]
+    """'2147483648', '512M', '2G' -> bytes (binary suffixes K, M, G, T, P)."""
+    kind = env.size_in_bytes(0)
+    try:
+        return kind.parse(text)
+    except ValueError as e:
+        raise ValueError(f"{text!r} is not valid ({e}): expected {kind.accepted}") from None
 
 
 def _file_identity(path: str) -> str:
@@ -81,21 +83,28 @@ def _identity() -> str:
                       f"cpu {_cpu_identity()}"])
 
 
-def configure(local_dir: str = None, shared_dir: str = None, max_bytes: int = None) -> dict:
+def configure(local_dir: str = None, shared_dir: str = None, max_bytes: int = None,
+              lock_timeout: float = None) -> dict:
     """Points the disk tiers somewhere else. None takes the value from the
-    settings (see the module doc); "" turns that tier off. Returns config()."""
-    enabled = env.get("TORCHTPU_CACHE").strip().lower()
-    if enabled not in ("0", "1", "off", "on", "false", "true", "no", "yes"):
-        raise ValueError(f"TORCHTPU_CACHE={enabled!r}: expected 1 (disk tiers on) or 0 (off)")
-    on = enabled in ("1", "on", "true", "yes")
+    settings (see the module doc); "" turns that tier off. `lock_timeout`:
+    seconds to wait for another process compiling the same graph. Returns
+    config()."""
+    on = env.get("TORCHTPU_CACHE")
     if local_dir is None:
         local_dir = (env.get("TORCHTPU_CACHE_DIR") or default_dir()) if on else ""
     if shared_dir is None:
         shared_dir = env.get("TORCHTPU_SHARED_CACHE_DIR") if on else ""
     if max_bytes is None:
-        max_bytes = parse_bytes(env.get("TORCHTPU_CACHE_MAX_BYTES"))
+        max_bytes = env.get("TORCHTPU_CACHE_MAX_BYTES")
+    if lock_timeout is None:
+        lock_timeout = env.get("TORCHTPU_CACHE_LOCK_TIMEOUT")
+    if not 0 <= max_bytes < 1 << 63:
+        raise ValueError(f"max_bytes={max_bytes} is out of range: expected 0 to {(1 << 63) - 1}")
+    if not 0 <= lock_timeout <= 7 * 24 * 3600:
+        raise ValueError(f"lock_timeout={lock_timeout} is out of range: expected 0 to 604800 seconds")
     local_dir = os.path.abspath(os.path.expanduser(local_dir)) if local_dir else ""
     shared_dir = os.path.abspath(os.path.expanduser(shared_dir)) if shared_dir else ""
+    _C._cache_set_lock_timeout(float(lock_timeout))
     _C._cache_configure(local_dir, shared_dir, int(max_bytes), _identity() if local_dir or shared_dir else "")
     return config()
 

@@ -1,60 +1,229 @@
 """The one registry of environment variables torchtpu reads.
 
-`python -m torchtpu.env` prints each with its default, meaning and current value.
+Each setting is declared here with its type, default, meaning and accepted
+values, and is read only through get(), which validates it: a bad value
+raises ValueError naming the variable, the value and what is accepted. An
+unset or empty variable means the default. The C++ core reads no environment
+variable: Python reads each setting here and passes the value in.
+
+`python -m torchtpu.env` prints every setting with its value, default and
+meaning, says what is wrong with any of them and with the plugin file, and
+then tries `import torchtpu` in a child process. It needs neither the plugin
+nor torchtpu's C++ extension (the package skips its initialization when run
+that way), so it works when a setting or the plugin is broken.
 """
 import os
+import re
 from dataclasses import dataclass
+from typing import Any, Callable
+
+_INTEGER = re.compile(r"([+-]?)0*([0-9]+)")
+_SIZE = re.compile(r"0*([0-9]+)\s*([KMGTP]?)(?:i?B)?", re.IGNORECASE)
+_NUMBER = re.compile(r"0*([0-9]*)(?:\.[0-9]*)?")
+_SUFFIXES = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}
+_INT64_MAX = (1 << 63) - 1
+
+
+class _Kind:
+    """A parser of one kind of value: `accepted` says in words what it takes;
+    parse() raises ValueError (the reason) for anything else."""
+
+    def __init__(self, accepted: str, parse: Callable[[str], Any]):
+        self.accepted = accepted
+        self.parse = parse
+
+
+def _in_range(digits, convert, lo, hi):
+    """convert() of a checked text whose integer part is `digits` (no leading
+    zeros), if in [lo, hi]."""
+    if len(digits) > 30:  # far out of any range; no huge conversion
+        raise ValueError("out of range")
+    value = convert()
+    if not lo <= value <= hi:
+        raise ValueError("out of range")
+    return value
+
+
+def integer(lo: int, hi: int) -> _Kind:
+    def parse(text):
+        m = _INTEGER.fullmatch(text.strip())
+        if not m:
+            raise ValueError("not an integer")
+        return _in_range(m.group(2), lambda: int(m.group(1) + m.group(2)), lo, hi)
+    return _Kind(f"an integer from {lo} to {hi}", parse)
+
+
+def boolean() -> _Kind:
+    def parse(text):
+        if text.strip() not in ("0", "1"):
+            raise ValueError("not 0 or 1")
+        return text.strip() == "1"
+    return _Kind("0 (off) or 1 (on)", parse)
+
+
+def choice(*values: str) -> _Kind:
+    def parse(text):
+        if text.strip() not in values:
+            raise ValueError("not one of the choices")
+        return text.strip()
+    return _Kind("one of " + ", ".join(values), parse)
+
+
+def size_in_bytes(lo: int, hi: int = _INT64_MAX) -> _Kind:
+    def parse(text):
+        m = _SIZE.fullmatch(text.strip())
+        if not m:
+            raise ValueError("not a size in bytes")
+        return _in_range(m.group(1), lambda: int(m.group(1)) * _SUFFIXES[m.group(2).upper()], lo, hi)
+    return _Kind(f"a size in bytes from {lo} to {hi}, with an optional K, M, G, T or P suffix "
+                 "(powers of 1024), e.g. 2147483648, 512M or 2G", parse)
+
+
+def seconds(lo: float, hi: float) -> _Kind:
+    def parse(text):
+        m = _NUMBER.fullmatch(text.strip())
+        if not m or text.strip() in ("", "."):
+            raise ValueError("not a number of seconds")
+        return _in_range(m.group(1), lambda: float(m.group(0)), lo, hi)
+    return _Kind(f"a number of seconds from {lo:g} to {hi:g}", parse)
+
+
+def path() -> _Kind:
+    return _Kind("a path (empty for the default)", lambda text: text)
 
 
 @dataclass(frozen=True)
 class Setting:
     name: str
+    kind: _Kind
     default: str
     meaning: str
 
-    def get(self) -> str:
-        return os.environ.get(self.name, self.default)
+    def raw(self):
+        """The variable's text, or None when unset."""
+        return os.environ.get(self.name)
+
+    def get(self):
+        """The validated value (the default's when unset or empty)."""
+        raw = self.raw()
+        text = self.default if raw is None or raw == "" else raw
+        try:
+            return self.kind.parse(text)
+        except ValueError as e:
+            raise ValueError(f"{self.name}={raw!r} is not valid ({e}): expected {self.kind.accepted}") from None
 
 
 SETTINGS = {
     s.name: s
     for s in [
-        Setting("TORCHTPU_PJRT_PLUGIN", "",
+        Setting("TORCHTPU_PJRT_PLUGIN", path(), "",
                 "Path of the PJRT plugin .so to load; empty finds the installed xla-cpu-pjrt wheel."),
-        Setting("TORCHTPU_CPU_DEVICES", "1", "Number of devices the XLA:CPU client exposes."),
-        Setting("TORCHTPU_EAGER_MODE", "strict", "Initial eager mode: debug, strict or fused."),
-        Setting("TORCHTPU_FUSED_MAX_OPS", "2000",
+        Setting("TORCHTPU_CPU_DEVICES", integer(1, 256), "1", "Number of devices the XLA:CPU client exposes."),
+        Setting("TORCHTPU_EAGER_MODE", choice("debug", "strict", "fused"), "strict", "Initial eager mode."),
+        Setting("TORCHTPU_FUSED_MAX_OPS", integer(1, 1_000_000), "2000",
                 "Fused Eager: ops in one graph before it is cut when no loop was found."),
-        Setting("TORCHTPU_SHOW_CPP_STACKTRACES", "0",
+        Setting("TORCHTPU_SHOW_CPP_STACKTRACES", boolean(), "0",
                 "1 adds C++ frames to torchtpu errors (those of the sync point, and of the executor for "
                 "errors of queued work)."),
-        Setting("TORCHTPU_CPU_FALLBACK", "warn",
+        Setting("TORCHTPU_CPU_FALLBACK", choice("warn", "error"), "warn",
                 "What an op with no tpu lowering does: warn (run it on the CPU, warn once per op) or error."),
-        Setting("TORCHTPU_CACHE", "1",
+        Setting("TORCHTPU_CACHE", boolean(), "1",
                 "0 turns the disk tiers of the compilation cache off (the in-memory tier always runs)."),
-        Setting("TORCHTPU_CACHE_DIR", "",
+        Setting("TORCHTPU_CACHE_DIR", path(), "",
                 "Host-local compilation cache directory (tier 2); empty means $XDG_CACHE_HOME/torchtpu, "
                 "else ~/.cache/torchtpu."),
-        Setting("TORCHTPU_SHARED_CACHE_DIR", "",
+        Setting("TORCHTPU_SHARED_CACHE_DIR", path(), "",
                 "Compilation cache directory shared by many hosts (tier 3); empty leaves it off."),
-        Setting("TORCHTPU_CACHE_MAX_BYTES", "2G",
-                "Size cap of each disk cache tier, in bytes (K, M, G, T suffixes allowed); least recently used "
-                "entries are evicted."),
-        Setting("XDG_CACHE_HOME", "", "The user's cache directory (standard); holds the default TORCHTPU_CACHE_DIR."),
+        Setting("TORCHTPU_CACHE_MAX_BYTES", size_in_bytes(0), "2G",
+                "Size cap of each disk cache tier; least recently used entries are evicted."),
+        Setting("TORCHTPU_CACHE_LOCK_TIMEOUT", seconds(0, 7 * 24 * 3600), "600",
+                "How long a process waits for another one compiling the same graph (the per-key lock of "
+                "the disk cache) before it compiles without the lock, with one warning."),
+        Setting("XDG_CACHE_HOME", path(), "", "The user's cache directory (standard); holds the default "
+                "TORCHTPU_CACHE_DIR."),
     ]
 }
 
 
-def get(name: str) -> str:
+def get(name: str):
+    """The validated value of a registered setting (ValueError if it is bad)."""
     return SETTINGS[name].get()
 
 
+def problems() -> list:
+    """What is wrong with the settings: one line per bad value."""
+    out = []
+    for s in SETTINGS.values():
+        try:
+            s.get()
+        except ValueError as e:
+            out.append(str(e))
+    return out
+
+
+def validate() -> None:
+    """Raises ValueError listing every bad setting."""
+    bad = problems()
+    if bad:
+        raise ValueError("torchtpu: invalid setting" + ("s:\n  " if len(bad) > 1 else ": ") + "\n  ".join(bad))
+
+
+def unknown() -> list:
+    """TORCHTPU_* variables set in the environment that torchtpu does not read (typos)."""
+    return sorted(k for k in os.environ if k.startswith("TORCHTPU_") and k not in SETTINGS)
+
+
 def report() -> str:
+    """Every setting: its value (or the problem with it), default, accepted values and meaning."""
     lines = []
     for s in SETTINGS.values():
-        lines.append(f"{s.name}={s.get()!r}  (default {s.default!r})\n    {s.meaning}")
+        raw = s.raw()
+        try:
+            s.get()
+            problem = ""
+        except ValueError as e:
+            problem = f"\n    ERROR: {e}"
+        shown = repr(raw) if raw is not None else "unset"
+        lines.append(f"{s.name}={shown}  (default {s.default!r}; {s.kind.accepted}){problem}\n    {s.meaning}")
+    for name in unknown():
+        lines.append(f"{name}={os.environ[name]!r}\n    WARNING: not a torchtpu setting (misspelled?); ignored")
     return "\n".join(lines)
 
 
-if __name__ == "__main__":
+def _import_check(timeout: float = 300):
+    """Runs `import torchtpu` in a child process: (ok, what it said)."""
+    import subprocess
+    import sys
+    code = ("import torch, torchtpu; print(f'platform {torchtpu.platform()}, '"
+            "f'{torch.tpu.device_count()} device(s), plugin {torchtpu.plugin()}')")
+    try:
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return False, f"did not finish within {timeout:g} s"
+    if r.returncode == 0:
+        return True, r.stdout.strip()
+    lines = [ln for ln in r.stderr.strip().splitlines() if ln.strip()]
+    if r.returncode < 0:
+        return False, f"killed by signal {-r.returncode}" + (f": {lines[-1]}" if lines else "")
+    return False, lines[-1] if lines else f"exit status {r.returncode}"
+
+
+def main() -> int:
     print(report())
+    ok = not problems()
+    try:
+        from torchtpu import _plugin
+        where = _plugin.plugin_path()
+        print(f"\nplugin: {where} (checked)")
+    except (ImportError, ValueError) as e:
+        print(f"\nplugin: ERROR: {e}")
+        ok = False
+    if ok:
+        fine, said = _import_check()
+        print(f"import torchtpu: {'ok, ' if fine else 'ERROR: '}{said}")
+        ok = fine
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -8,11 +8,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <thread>
 #include <vector>
 
 #include "cache/disk_entry.h"
@@ -80,13 +82,66 @@ bool make_dirs(const std::string& path, int mode, std::string* why) {
   return true;
 }
 
+// Opens a file of the cache without following a symlink and without blocking
+// (on a FIFO). -1 with errno set: EINVAL when something other than a regular
+// file is there, ENOENT when nothing is.
+int open_regular(const std::string& path, int flags, int mode = 0) {
+  int fd = open(path.c_str(), flags | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, mode);
+  if (fd < 0) {
+    if (errno == ELOOP || errno == ENXIO || errno == EISDIR) errno = EINVAL;
+    return -1;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    errno = EINVAL;
+    return -1;
+  }
+  return fd;
+}
+
+std::string file_type(const std::string& path) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0) return "unreadable";
+  if (S_ISLNK(st.st_mode)) return "a symbolic link";
+  if (S_ISFIFO(st.st_mode)) return "a FIFO";
+  if (S_ISDIR(st.st_mode)) return "a directory";
+  if (S_ISSOCK(st.st_mode)) return "a socket";
+  if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) return "a device";
+  return "not a regular file";
+}
+
+// Removes what is at `path` when it is not a regular file (never a
+// directory's contents).
+void remove_odd_file(const std::string& path) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return;
+  if (S_ISDIR(st.st_mode)) {
+    rmdir(path.c_str());
+  } else {
+    unlink(path.c_str());
+  }
+}
+
 // Removes a lock file only if no one holds it; lockers re-check the inode
 // after locking, so one that opened the removed file tries again.
 void remove_lock_file(const std::string& path) {
-  int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) return;
+  int fd = open_regular(path, O_RDWR);
+  if (fd < 0) {
+    if (errno == EINVAL) remove_odd_file(path);
+    return;
+  }
   if (flock(fd, LOCK_EX | LOCK_NB) == 0 && same_file(fd, path)) unlink(path.c_str());
   close(fd);
+}
+
+// The process id a lock holder wrote into its lock file, or "".
+std::string read_holder(int fd) {
+  char buf[24] = {};
+  ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+  std::string s(buf, n > 0 ? static_cast<size_t>(n) : 0);
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\0')) s.pop_back();
+  return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos ? s : "";
 }
 
 bool write_all(int fd, const std::string& bytes) {
@@ -139,15 +194,20 @@ std::string unsafe_ancestor(const std::string& p, uid_t uid) {
 
 DiskTier::KeyLock& DiskTier::KeyLock::operator=(KeyLock&& o) noexcept {
   if (this != &o) {
-    if (fd_ >= 0) close(fd_);
+    release();
     fd_ = o.fd_;
     o.fd_ = -1;
   }
   return *this;
 }
 
-DiskTier::KeyLock::~KeyLock() {
-  if (fd_ >= 0) close(fd_);  // closing the last descriptor releases the flock
+DiskTier::KeyLock::~KeyLock() { release(); }
+
+void DiskTier::KeyLock::release() {
+  if (fd_ < 0) return;
+  (void)!ftruncate(fd_, 0);  // the holder's pid is only there while it holds the lock
+  close(fd_);  // closing the last descriptor releases the flock
+  fd_ = -1;
 }
 
 // ----------------------------------------------------------------- DiskTier
@@ -174,7 +234,7 @@ DiskTier::DiskTier(std::string root, std::string fingerprint, int64_t max_bytes,
   const std::string id_path = dir_ + "/identity.txt";
   if (!identity.empty() && access(id_path.c_str(), F_OK) != 0) {
     const std::string tmp = dir_ + "/" + kTmpPrefix + "identity-" + std::to_string(getpid());
-    int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, file_mode_);
+    int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, file_mode_);
     if (fd >= 0) {
       bool ok = write_all(fd, identity + "\n");
       close(fd);
@@ -228,8 +288,13 @@ std::string DiskTier::lock_path(const ir::GraphKey& key) const { return dir_ + "
 std::optional<std::string> DiskTier::load(const ir::GraphKey& key, std::string* rejected) {
   if (!enabled()) return std::nullopt;
   const std::string path = entry_path(key);
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
+  int fd = open_regular(path, O_RDONLY);
+  if (fd < 0) {
+    if (errno != EINVAL) return std::nullopt;
+    if (rejected != nullptr) *rejected = path + ": " + file_type(path) + ", not a regular file";
+    remove_odd_file(path);
+    return std::nullopt;
+  }
   std::string bytes, payload, why;
   struct stat st;
   bool ok = fstat(fd, &st) == 0 && st.st_size <= kMaxEntryBytes && read_all(fd, &bytes);
@@ -275,20 +340,47 @@ void DiskTier::remove(const ir::GraphKey& key) {
   unlink(entry_path(key).c_str());
 }
 
-DiskTier::KeyLock DiskTier::lock(const ir::GraphKey& key) {
+DiskTier::KeyLock DiskTier::lock(const ir::GraphKey& key, double timeout_s, std::string* why) {
   if (!enabled()) return KeyLock();
   const std::string path = lock_path(key);
+  auto fail = [&](const std::string& what) {
+    if (why != nullptr) *why = what;
+    return KeyLock();
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  auto pause = std::chrono::milliseconds(1);
+  bool replaced_odd_file = false;
   for (;;) {
-    int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, file_mode_);
-    if (fd < 0) return KeyLock();
+    int fd = open_regular(path, O_RDWR | O_CREAT, file_mode_);
+    if (fd < 0 && errno == EINVAL && !replaced_odd_file) {
+      remove_odd_file(path);  // a link or FIFO in its place is not ours to follow
+      replaced_odd_file = true;
+      continue;
+    }
+    if (fd < 0) return fail("cannot open " + path + ": " + (errno == EINVAL ? file_type(path) : errno_text()));
     int rc;
-    while ((rc = flock(fd, LOCK_EX)) != 0 && errno == EINTR) {
+    while ((rc = flock(fd, LOCK_EX | LOCK_NB)) != 0 && (errno == EWOULDBLOCK || errno == EINTR)) {
+      if (std::chrono::steady_clock::now() >= deadline) {
+        std::string holder = read_holder(fd);
+        close(fd);
+        char waited[32];
+        std::snprintf(waited, sizeof waited, "%g", timeout_s);
+        return fail("waited " + std::string(waited) + " s for " + path + ", held by " +
+                    (holder.empty() ? std::string("another process") : "process " + holder));
+      }
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::milliseconds(50));
     }
     if (rc != 0) {
+      const std::string err = errno_text();
       close(fd);
-      return KeyLock();
+      return fail("cannot lock " + path + ": " + err);
     }
-    if (same_file(fd, path)) return KeyLock(fd);
+    if (same_file(fd, path)) {
+      const std::string pid = std::to_string(getpid()) + "\n";
+      if (ftruncate(fd, 0) == 0) (void)!pwrite(fd, pid.data(), pid.size(), 0);
+      return KeyLock(fd);
+    }
     close(fd);  // removed (by eviction or clear) while we waited: lock the new file
   }
 }

@@ -1,7 +1,7 @@
 // One disk tier of the compile cache: a directory of serialized executables.
 //
 // Layout: <root>/<fingerprint>/<key>.tte (entries, see disk_entry.h),
-// <key>.lock (per-key lock files), .tmp-* (writes in progress) and
+// <key>.lock (per-key lock files; the holder's pid while held), .tmp-* (writes in progress) and
 // identity.txt (what the fingerprint was made from, for people). The
 // fingerprint names the plugin, torchtpu and the machine, so another build
 // never reads these entries.
@@ -14,9 +14,13 @@
 //   entry. Readers see the old entry, the new one, or none, never half.
 // - load() returns the payload only if the entry is whole and intact; a bad
 //   entry is removed (so the caller rebuilds it) and reported via `rejected`.
+//   An entry that is not a regular file (a FIFO, a symlink, a device) is bad:
+//   it is opened without following a link and without blocking, never read.
 //   A successful load marks the entry used (its mtime), for LRU eviction.
-// - lock() takes an exclusive flock on <key>.lock, blocking until the holder
-//   (another process or thread) releases it; released when the KeyLock dies.
+// - lock() takes an exclusive flock on <key>.lock, waiting until the holder
+//   (another process or thread) releases it or `timeout_s` passes; released
+//   when the KeyLock dies. The lock file is never a link: a symlink or other
+//   non-regular file in its place is removed, never followed.
 // - After each store, entries of every fingerprint under root are evicted,
 //   least recently used first, until their total is at most max_bytes.
 // Thread-safe; safe to share one directory between processes.
@@ -52,7 +56,8 @@ class DiskTier {
   bool store(const ir::GraphKey& key, const std::string& payload, std::string* why = nullptr);
   void remove(const ir::GraphKey& key);
 
-  // An exclusive per-key lock (or none, when the lock file cannot be made).
+  // An exclusive per-key lock (or none, when the lock file cannot be made or
+  // the wait timed out).
   class KeyLock {
    public:
     explicit KeyLock(int fd = -1) : fd_(fd) {}
@@ -61,9 +66,11 @@ class DiskTier {
     ~KeyLock();
     bool held() const { return fd_ >= 0; }
    private:
+    void release();
     int fd_;
   };
-  KeyLock lock(const ir::GraphKey& key);
+  // Without the lock, `why` says why (the timeout, or an error).
+  KeyLock lock(const ir::GraphKey& key, double timeout_s, std::string* why = nullptr);
 
   // Evicts down to max_bytes; returns the bytes of entries left under root.
   int64_t evict();

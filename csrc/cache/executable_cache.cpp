@@ -117,7 +117,16 @@ pjrt::ExecutablePtr ExecutableCache::build(const ir::GraphKey& key, const Compil
   if (pjrt::ExecutablePtr exe = from_disk()) return exe;
   DiskTier::KeyLock held;
   if (local_on || shared_on) {
-    held = (local_on ? tiers.local : tiers.shared)->lock(key);
+    double timeout_s;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      timeout_s = lock_timeout_s_;
+    }
+    std::string why;
+    held = (local_on ? tiers.local : tiers.shared)->lock(key, timeout_s, &why);
+    if (!held.held() && !why.empty())
+      warn_once("lock", "compiling without the compile cache's lock: " + why +
+                " (TORCHTPU_CACHE_LOCK_TIMEOUT sets the wait; later ones are not reported)");
     if (pjrt::ExecutablePtr exe = from_disk()) return exe;
   }
   auto t0 = std::chrono::steady_clock::now();
@@ -200,6 +209,11 @@ pjrt::ExecutablePtr ExecutableCache::find(const ir::GraphKey& key) {
   ++stats_.hits;
   ++stats_.memory_hits;
   return it->second;
+}
+
+void ExecutableCache::set_lock_timeout(double seconds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  lock_timeout_s_ = seconds < 0 ? 0 : seconds;
 }
 
 CacheStats ExecutableCache::stats() const {

@@ -12,6 +12,9 @@
 //    both tiers are checked again (another process may have built the key
 //    while we waited), then `compile` runs and its executable is stored in
 //    both tiers. So one process per host compiles a key; the others load it.
+//    The wait for the lock is bounded (set_lock_timeout, default 10 minutes):
+//    past it, or when the lock cannot be taken, the key is compiled without
+//    it, with one warning per process.
 // A compile error reaches the caller (and the threads waiting on that key)
 // and is not cached. Disk problems never do: an entry that is corrupt or
 // that the plugin refuses is removed and rebuilt (corrupt_entries counts
@@ -65,6 +68,9 @@ class ExecutableCache {
   // are also warned about unless a tier was simply not asked for.
   std::pair<std::string, std::string> configure_disk(const DiskConfig& config, Load load);
 
+  // How long build() waits for another process's lock on a key.
+  void set_lock_timeout(double seconds);
+
   // `hit`: not compiled (found in some tier). `source`: which tier, if asked.
   pjrt::ExecutablePtr get_or_compile(const ir::GraphKey& key, const Compile& compile, bool* hit,
                                      Source* source = nullptr);
@@ -101,6 +107,7 @@ class ExecutableCache {
   std::unordered_map<ir::GraphKey, std::shared_future<pjrt::ExecutablePtr>, ir::GraphKeyHash> in_flight_;
   Tiers tiers_;
   bool serialize_failed_ = false;
+  double lock_timeout_s_ = 600;
   CacheStats stats_;
 };
 

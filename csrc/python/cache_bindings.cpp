@@ -69,6 +69,8 @@ void bind_cache(py::module_& m) {
       },
       py::arg("local_dir"), py::arg("shared_dir"), py::arg("max_bytes"), py::arg("identity"),
       py::call_guard<py::gil_scoped_release>());
+  m.def("_cache_set_lock_timeout", [](double seconds) { Runtime::get().cache().set_lock_timeout(seconds); },
+        py::arg("seconds"));
   m.def("_cache_config", &config);
   m.def("_cache_stats", &stats);
   m.def(

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <future>
 #include <iterator>
 #include <string>
 #include <thread>
@@ -269,19 +270,19 @@ TEST(DiskTier, KeyLockExcludesOtherProcessesAndThreads) {
   ASSERT_EQ(c, 'L');
   auto t0 = std::chrono::steady_clock::now();
   {
-    DiskTier::KeyLock held = t.lock(kKeyA);
+    DiskTier::KeyLock held = t.lock(kKeyA, 60);
     EXPECT_TRUE(held.held());
     EXPECT_GT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(150));
     // A held lock file survives clear(); another key's lock is independent.
     EXPECT_EQ(t.clear(), 0);
     EXPECT_TRUE(exists(t.dir() + "/" + kKeyA.hex() + ".lock"));
     t0 = std::chrono::steady_clock::now();
-    DiskTier::KeyLock other = t.lock(kKeyB);
+    DiskTier::KeyLock other = t.lock(kKeyB, 60);
     EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(100));
 
     std::atomic<bool> got{false};
     std::thread waiter([&] {
-      DiskTier::KeyLock again = t.lock(kKeyA);
+      DiskTier::KeyLock again = t.lock(kKeyA, 60);
       got = again.held();
     });
     usleep(100 * 1000);
@@ -294,6 +295,88 @@ TEST(DiskTier, KeyLockExcludesOtherProcessesAndThreads) {
   waitpid(child, &status, 0);
   close(pipefd[0]);
   close(pipefd[1]);
+}
+
+TEST(DiskTier, KeyLockWaitIsBounded) {
+  TempDir tmp;
+  DiskTier t(tmp.path(), kFp1, 1 << 20);
+  ASSERT_TRUE(t.enabled()) << t.reason();
+  DiskTier::KeyLock held = t.lock(kKeyA, 60);  // a holder that never lets go
+  ASSERT_TRUE(held.held());
+  auto t0 = std::chrono::steady_clock::now();
+  std::string why;
+  DiskTier::KeyLock late = t.lock(kKeyA, 0.2, &why);
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  EXPECT_FALSE(late.held());
+  EXPECT_GE(waited, std::chrono::milliseconds(200));
+  EXPECT_LT(waited, std::chrono::seconds(5));
+  EXPECT_NE(why.find("waited 0.2 s"), std::string::npos) << why;
+  EXPECT_NE(why.find("held by process " + std::to_string(getpid())), std::string::npos) << why;
+  held = DiskTier::KeyLock();
+  EXPECT_TRUE(t.lock(kKeyA, 0).held());  // free again: no wait needed
+}
+
+// Runs `body` on a thread; if it has not finished after 20 s (blocked on
+// `fifo`), opens the FIFO for writing to release it and fails.
+template <typename F>
+bool finishes_despite_fifo(const std::string& fifo, F body) {
+  std::future<bool> done = std::async(std::launch::async, body);
+  if (done.wait_for(std::chrono::seconds(20)) == std::future_status::ready) return done.get();
+  int w = open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+  done.wait();
+  if (w >= 0) close(w);
+  ADD_FAILURE() << "blocked on the FIFO " << fifo;
+  return false;
+}
+
+TEST(DiskTier, EntryThatIsAFifoOrSymlinkIsRejectedWithoutBlocking) {
+  TempDir tmp;
+  DiskTier t(tmp.path(), kFp1, 1 << 20);
+  ASSERT_TRUE(t.enabled()) << t.reason();
+  const std::string fifo = t.dir() + "/" + kKeyA.hex() + ".tte";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  std::string rejected;
+  EXPECT_TRUE(finishes_despite_fifo(fifo, [&] { return !t.load(kKeyA, &rejected).has_value(); }));
+  EXPECT_NE(rejected.find("a FIFO"), std::string::npos) << rejected;
+  EXPECT_FALSE(exists(fifo));  // removed, so a store can put an entry there
+  ASSERT_TRUE(t.store(kKeyA, "payload"));
+  EXPECT_EQ(t.load(kKeyA).value_or(""), "payload");
+
+  // A symlink to a valid entry elsewhere is not followed (nor its target removed).
+  DiskTier other(tmp.path() + "/other", kFp1, 1 << 20);
+  ASSERT_TRUE(other.store(kKeyB, "elsewhere"));
+  const std::string target = other.dir() + "/" + kKeyB.hex() + ".tte";
+  const std::string link = t.dir() + "/" + kKeyB.hex() + ".tte";
+  ASSERT_EQ(symlink(target.c_str(), link.c_str()), 0);
+  rejected.clear();
+  EXPECT_FALSE(t.load(kKeyB, &rejected).has_value());
+  EXPECT_NE(rejected.find("a symbolic link"), std::string::npos) << rejected;
+  struct stat st;
+  EXPECT_NE(lstat(link.c_str(), &st), 0);
+  EXPECT_EQ(other.load(kKeyB).value_or(""), "elsewhere");
+}
+
+TEST(DiskTier, LockFileSymlinkIsNotFollowed) {
+  TempDir tmp;
+  DiskTier t(tmp.path() + "/c", kFp1, 1 << 20);
+  ASSERT_TRUE(t.enabled()) << t.reason();
+  const std::string outside = tmp.path() + "/outside-target";
+  const std::string link = t.dir() + "/" + kKeyA.hex() + ".lock";
+  ASSERT_EQ(symlink(outside.c_str(), link.c_str()), 0);
+  DiskTier::KeyLock held = t.lock(kKeyA, 5);
+  EXPECT_TRUE(held.held());
+  EXPECT_FALSE(exists(outside));  // no file was created through the link
+  struct stat st;
+  ASSERT_EQ(lstat(link.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));  // a plain lock file replaced the link
+  held = DiskTier::KeyLock();
+
+  // A FIFO in place of the lock file neither blocks nor is used.
+  const std::string fifo_lock = t.dir() + "/" + kKeyB.hex() + ".lock";
+  ASSERT_EQ(mkfifo(fifo_lock.c_str(), 0600), 0);
+  EXPECT_TRUE(finishes_despite_fifo(fifo_lock, [&] { return t.lock(kKeyB, 5).held(); }));
+  ASSERT_EQ(lstat(fifo_lock.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
 }
 
 TEST(DiskTier, ClearRemovesOnlyThisFingerprint) {
