@@ -226,3 +226,32 @@ def test_device_checks_of_unsynced_loop_stay_bounded():
 def test_float_to_int_conversion_like_cpu(src, dtype):
     x = torch.tensor([NAN, math.inf, -math.inf, 300.7, -7.9, 3e9, -3e9, 2.5, -0.5, 1e20]).to(src)
     same(lambda t: t.to(dtype), x)
+
+
+NONFINITE = torch.tensor([NAN, math.inf, -math.inf, -2.4, -7.95, 3.6, 0.0, -0.0, 5.0, 1e30])
+
+
+@pytest.mark.parametrize("op", [lambda a, b: a // b, lambda a, b: torch.div(a, b, rounding_mode="floor"),
+                                lambda a, b: a % b])
+def test_float_floor_division_like_cpu(op):
+    a, b = NONFINITE.view(-1, 1), NONFINITE.view(1, -1)
+    expected = op(a, b)
+    got = op(a.to(DEV), b.to(DEV)).cpu()
+    torch.testing.assert_close(got, expected, equal_nan=True, rtol=0, atol=0)
+    assert torch.equal(torch.signbit(got), torch.signbit(expected))
+
+
+@pytest.mark.parametrize("fn", [torch.softmax, torch.log_softmax])
+@pytest.mark.parametrize("value", [2.0, NAN, math.inf])
+def test_softmax_of_0d_and_its_gradient(fn, value):
+    same(lambda t: fn(t, 0), torch.tensor(value))
+    x = torch.tensor(2.0, requires_grad=True)
+    fn(x, 0).backward()
+    xd = torch.tensor(2.0, device=DEV, requires_grad=True)
+    fn(xd, 0).backward()
+    assert xd.grad.cpu().item() == x.grad.item()
+
+
+def test_gather_from_0d_has_index_shape():
+    same(lambda t: torch.gather(t, 0, torch.tensor([0, 0], device=t.device)), torch.tensor(2.0))
+    same(lambda t: torch.gather(t, -1, torch.tensor(0, device=t.device)), torch.tensor(2.0))

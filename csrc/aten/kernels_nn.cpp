@@ -437,7 +437,11 @@ at::Tensor gather(const at::Tensor& self, int64_t dim, const at::Tensor& index, 
   TORCH_CHECK(index.scalar_type() == at::kLong, "gather(): Expected dtype int64 for index");
   TORCH_CHECK(index.dim() == self.dim() || self.dim() == 0,
               "Index tensor must have the same number of dimensions as input tensor");
-  if (self.dim() == 0) return self.clone();
+  if (self.dim() == 0) {
+    // A 0-d input gathers as one of size 1; the result has index's shape.
+    at::maybe_wrap_dim(dim, int64_t{0});
+    return at::gather(self.reshape({1}), 0, index.reshape({-1}), sparse_grad).reshape(index.sizes());
+  }
   int64_t w = at::maybe_wrap_dim(dim, self.dim());
   check_gather_shapes("gather", self, w, index, nullptr);
   check_same_device("aten::gather", self.device(), {&index});

@@ -319,7 +319,11 @@ at::Tensor& vector_norm_out(const at::Tensor& s, const at::Scalar& ord, at::Opti
 
 Value softmax_value(Builder& b, Value x, int64_t dim, bool log) {
   const ir::Dims& d = b.dims(x);
-  if (d.empty()) return log ? b.zeros_like(x) : b.full_like(x, 1.0);
+  if (d.empty()) {
+    // One element: exp(x - x) and x - x, so NaN and infinities give NaN.
+    Value shifted = b.sub(x, x);
+    return log ? shifted : b.exp(shifted);
+  }
   Value m = b.broadcast_to(b.keepdim(b.reduce_max(x, {dim}), d, {dim}), d);
   Value shifted = b.sub(x, m);
   Value e = b.exp(shifted);
@@ -363,7 +367,7 @@ at::Tensor softmax_bwd(const char* op, bool log, const at::Tensor& grad, const a
   const ir::Dims d = b.dims(g);
   Value r;
   if (d.empty()) {
-    r = log ? g : b.zeros_like(g);
+    r = b.mul(g, b.sub(y, y));  // the output is constant: zero gradient (NaN stays NaN)
   } else {
     int64_t w = at::maybe_wrap_dim(dim, grad.dim());
     if (log) {

@@ -58,8 +58,28 @@ Value sign(Builder& b, Value x) {
   return b.sub(b.convert(b.compare(zero, x, Cmp::kLT), b.dtype(x)), b.convert(b.compare(x, zero, Cmp::kLT), b.dtype(x)));
 }
 
+// PyTorch's float floor division (c10's div_floor_floating): from fmod, so
+// that a // b and a % b agree, with IEEE division by zero.
+static Value floor_divide_float(Builder& b, Value a, Value c) {
+  Value q = b.div(a, c);
+  const Dims& d = b.dims(q);
+  a = b.broadcast_to(a, d);
+  c = b.broadcast_to(c, d);
+  Value zero = b.zeros_like(q), one = b.full_like(q, 1.0);
+  Value mod = b.binary("stablehlo.remainder", a, c);
+  Value div = b.div(b.sub(a, mod), c);
+  Value fix = b.logical_and(b.compare(mod, zero, Cmp::kNE),
+                            b.compare(b.compare(c, zero, Cmp::kLT), b.compare(mod, zero, Cmp::kLT), Cmp::kNE));
+  div = b.select(fix, b.sub(div, one), div);
+  Value fl = b.unary("stablehlo.floor", div);
+  fl = b.select(b.compare(b.sub(div, fl), b.full_like(q, 0.5), Cmp::kGT), b.add(fl, one), fl);
+  Value signed_zero = b.mul(q, zero);  // copysign(0, a / b)
+  Value r = b.select(b.compare(div, zero, Cmp::kNE), fl, signed_zero);
+  return b.select(b.compare(c, zero, Cmp::kEQ), q, r);
+}
+
 Value floor_divide(Builder& b, Value a, Value c) {
-  if (is_float(b.dtype(a))) return b.unary("stablehlo.floor", b.div(a, c));
+  if (is_float(b.dtype(a))) return floor_divide_float(b, a, c);
   // Truncating division, then step down where the signs differ and it is inexact.
   Value q = b.div(a, c);
   Value r = b.binary_bcast("stablehlo.remainder", a, c);
