@@ -255,3 +255,9 @@ def test_softmax_of_0d_and_its_gradient(fn, value):
 def test_gather_from_0d_has_index_shape():
     same(lambda t: torch.gather(t, 0, torch.tensor([0, 0], device=t.device)), torch.tensor(2.0))
     same(lambda t: torch.gather(t, -1, torch.tensor(0, device=t.device)), torch.tensor(2.0))
+
+
+@pytest.mark.parametrize("op", [lambda s, o: s.ldexp_(o), lambda s, o: s.mul_(o), lambda s, o: torch.mul(s, o, out=s)])
+@pytest.mark.parametrize("shapes", [((0, 1, 3), (0, 10, 3)), ((1, 3), (2, 3))])
+def test_inplace_result_never_resizes_an_input(op, shapes):
+    raises_like_cpu(op, torch.ones(shapes[0]), torch.ones(shapes[1]), match="doesn't match the broadcast shape")

@@ -4,6 +4,7 @@
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/graph_task.h>
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 
@@ -234,7 +235,8 @@ Value Kernel::in(const at::Tensor& t, at::ScalarType as) {
   TORCH_CHECK(t.device() == device_, "Expected all tensors to be on the same device, but found at least two devices, ",
               device_, " and ", t.device(), "! (in ", op_, ")");
   DType stored = to_ir(t.scalar_type());
-  Value v = og_.read(storage_value(t), stored, view_meta(t));
+  read_.push_back(storage_value(t));
+  Value v = og_.read(read_.back(), stored, view_meta(t));
   return b().convert(v, to_ir(as));
 }
 
@@ -270,12 +272,11 @@ void Kernel::into(const at::Tensor& dst, Value v) {
 void Kernel::into_resized(const at::Tensor& out, Value v) {
   const ir::Dims d = b().dims(v);
   if (to_dims(out.sizes()) != d) {
-    // Growing a storage replaces it; one this op reads must keep its value.
-    const int64_t needed =
-        (c10::multiply_integers(d) + out.storage_offset()) * static_cast<int64_t>(out.element_size());
-    TORCH_CHECK(needed <= static_cast<int64_t>(out.storage().nbytes()) || !og_.reads(storage_value(out)), op_,
-                ": the out= tensor (shape ", out.sizes(), ") is also an input and would have to grow to shape ",
-                c10::IntArrayRef(d), "; pass a separate out= tensor");
+    // As PyTorch's TensorIterator: an out= tensor that is also an input
+    // (x.ldexp_(y) is mul(x, 2**y, out=x)) is never resized.
+    const eager::StorageValue* s = storage_value(out);
+    TORCH_CHECK(std::find(read_.begin(), read_.end(), s) == read_.end(), op_, ": output with shape ", out.sizes(),
+                " doesn't match the broadcast shape ", c10::IntArrayRef(d));
     out.resize_(d);
   }
   into(out, v);

@@ -66,6 +66,7 @@ class Kernel {
     std::string what;
   };
   std::vector<Check> checks_;
+  std::vector<eager::StorageValue*> read_;  // storages in() read
   static c10::Device check_device(const char* op, c10::Device device);
   const char* op_;
   c10::Device device_;
