@@ -261,3 +261,18 @@ def test_gather_from_0d_has_index_shape():
 @pytest.mark.parametrize("shapes", [((0, 1, 3), (0, 10, 3)), ((1, 3), (2, 3))])
 def test_inplace_result_never_resizes_an_input(op, shapes):
     raises_like_cpu(op, torch.ones(shapes[0]), torch.ones(shapes[1]), match="doesn't match the broadcast shape")
+
+
+def test_addr_inplace_checks_shapes():
+    raises_like_cpu(lambda s, a, b: s.addr_(a, b), torch.tensor(1.0), torch.ones(5), torch.ones(10))
+    raises_like_cpu(lambda s, a, b: s.addr_(a, b), torch.zeros(2, 3), torch.ones(3), torch.ones(3))
+    same(lambda s, a, b: s.clone().addr_(a, b, beta=2, alpha=3), torch.zeros(2, 3), torch.arange(2.0),
+         torch.arange(3.0))
+
+
+@pytest.mark.parametrize("weight", [0.25, 0.75, -2.0])
+def test_lerp_nonfinite_like_cpu(weight):
+    a = NONFINITE.view(-1, 1).expand(10, 10)
+    b = NONFINITE.view(1, -1).expand(10, 10)
+    same(lambda x, y: torch.lerp(x, y, weight), a, b)
+    same(lambda x, y, w: torch.lerp(x, y, w), a, b, torch.full((10,), weight))

@@ -107,6 +107,19 @@ at::Tensor& addmm_(at::Tensor& self, const at::Tensor& a, const at::Tensor& b, c
   return self;
 }
 
+// In place, the result has self's shape, so self must be the 2-D outer
+// product's shape (PyTorch's CPU check); the value is the composite addr.
+at::Tensor& addr_(at::Tensor& self, const at::Tensor& v1, const at::Tensor& v2, const at::Scalar& beta,
+                  const at::Scalar& alpha) {
+  TPU_COUNT("aten::addr_");
+  TORCH_CHECK(v1.dim() == 1, "addr: Expected 1-D argument vec1, but got ", v1.dim(), "-D");
+  TORCH_CHECK(v2.dim() == 1, "addr: Expected 1-D argument vec2, but got ", v2.dim(), "-D");
+  TORCH_CHECK(self.dim() == 2, "2D tensor expected, got ", self.dim(), "D tensor for input");
+  TORCH_CHECK(self.size(0) == v1.size(0) && self.size(1) == v2.size(0), "size mismatch, input: ", self.sizes(),
+              ", v1: ", v1.sizes(), ", v2: ", v2.sizes());
+  return self.copy_(at::addr(self, v1, v2, beta, alpha));
+}
+
 at::Tensor dot(const at::Tensor& a, const at::Tensor& b) {
   TPU_COUNT("aten::dot");
   TORCH_CHECK(a.dim() == 1 && b.dim() == 1, "1D tensors expected, but got ", a.dim(), "D and ", b.dim(), "D tensors");
@@ -361,6 +374,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("addmm", TORCH_FN(addmm));
   m.impl("addmm.out", TORCH_FN(addmm_out));
   m.impl("addmm_", TORCH_FN(addmm_));
+  m.impl("addr_", TORCH_FN(addr_));
   m.impl("dot", TORCH_FN(dot));
   m.impl("mv", TORCH_FN(mv));
   m.impl("cat", TORCH_FN(cat));

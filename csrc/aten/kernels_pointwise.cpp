@@ -465,17 +465,26 @@ at::Tensor& addcdiv_out(const at::Tensor& s, const at::Tensor& a, const at::Tens
   return out;
 }
 
-// self + weight * (end - self)
+// PyTorch's two-sided form: |weight| < 0.5 ? self + weight * (end - self)
+//                                         : end - (end - self) * (1 - weight)
 at::Tensor lerp_impl(const char* op, const at::Tensor& self, const at::Tensor& end, const at::Tensor& weight,
                      Dest dest, const at::Tensor* target) {
   c10::Device dev = target ? target->device() : self.device();
   check_same_device(op, dev, {&self, &end, &weight, target});
-  at::ScalarType ct = self.scalar_type();
+  const at::ScalarType rt = self.scalar_type();
+  // 16-bit floats compute in float32, as PyTorch's opmath type.
+  const at::ScalarType ct = (rt == at::kHalf || rt == at::kBFloat16) ? at::kFloat : rt;
   Kernel k(op, dev);
   Builder& b = k.b();
   Value x = k.in(self, ct), e = k.in(end, ct), w = k.in(weight, ct);
   Value d = b.sub(e, x);
-  return finish(k, b.add(x, b.mul(b.broadcast_to(w, b.dims(d)), d)), ct, dest, target);
+  const ir::Dims dims = b.dims(b.add(d, w));
+  d = b.broadcast_to(d, dims);
+  w = b.broadcast_to(w, dims);
+  Value low = b.add(b.broadcast_to(x, dims), b.mul(w, d));
+  Value high = b.sub(b.broadcast_to(e, dims), b.mul(d, b.sub(b.full_like(w, 1.0), w)));
+  Value small = b.compare(b.unary("stablehlo.abs", w), b.full_like(w, 0.5), Cmp::kLT);
+  return finish(k, b.select(small, low, high), rt, dest, target);
 }
 at::Tensor lerp_s(const at::Tensor& s, const at::Tensor& e, const at::Scalar& w) {
   TPU_COUNT("aten::lerp.Scalar");
