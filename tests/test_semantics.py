@@ -276,3 +276,21 @@ def test_lerp_nonfinite_like_cpu(weight):
     b = NONFINITE.view(1, -1).expand(10, 10)
     same(lambda x, y: torch.lerp(x, y, weight), a, b)
     same(lambda x, y, w: torch.lerp(x, y, w), a, b, torch.full((10,), weight))
+
+
+def test_ignored_nll_rows_add_zero_even_when_nonfinite():
+    x = torch.tensor([[NAN, math.inf, -math.inf], [-2.4, -7.9, 3.6]])
+    t = torch.tensor([-100, 1])
+    for reduction in ("none", "sum", "mean"):
+        same(lambda a, b: F.nll_loss(a, b, reduction=reduction), x, t)
+
+
+def test_dropout_backward_keeps_nan_like_cpu():
+    g = torch.tensor([NAN, 1.0, math.inf, 2.0])
+    mask = torch.tensor([False, True, False, True])
+    same(lambda a, m: torch.ops.aten.native_dropout_backward(a, m, 2.0), g, mask)
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_nonfinite_like_cpu(approximate):
+    same(lambda t: F.gelu(t, approximate=approximate), NONFINITE)

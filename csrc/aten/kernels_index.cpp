@@ -376,6 +376,7 @@ at::Tensor embedding_dense_backward(const at::Tensor& grad, const at::Tensor& in
 struct NllParts {
   Value onehot;    // [N, C] bool
   Value weight_t;  // [N] weight of each target (0 where ignored)
+  Value valid;     // [N] bool: the target is not ignore_index
 };
 
 // `check`: raise (Kernel::check) for targets outside [0, C) that are not
@@ -406,6 +407,7 @@ NllParts nll_parts(Kernel& k, const at::Tensor& self2d, const at::Tensor& target
     w = b.constant(to_ir(ct), 1, {n});
   }
   p.weight_t = b.select(valid, w, b.constant(to_ir(ct), 0, {n}));
+  p.valid = valid;
   return p;
 }
 
@@ -428,7 +430,8 @@ std::tuple<at::Tensor, at::Tensor> nll_loss_forward(const at::Tensor& self, cons
   NllParts p = nll_parts(k, s2, target, weight, ignore_index, ct, true);
   Value x = k.in(s2, ct);
   Value picked = b.reduce_sum(b.select(p.onehot, x, b.constant(to_ir(ct), 0, {n, c})), {1});
-  Value loss = b.neg(b.mul(picked, p.weight_t));
+  // An ignored row adds exactly 0 (its input may be NaN or infinite).
+  Value loss = b.select(p.valid, b.neg(b.mul(picked, p.weight_t)), b.constant(to_ir(ct), 0, {n}));
   Value total = b.reduce_sum(p.weight_t, {0});
   Value out;
   if (reduction == at::Reduction::None) {

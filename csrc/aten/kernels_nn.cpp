@@ -359,7 +359,8 @@ at::Tensor native_dropout_backward(const at::Tensor& grad, const at::Tensor& mas
   Value g = k.in(grad);
   Value m = k.in(mask, at::kBool);
   Value s = b.broadcast_to(k.scalar(scale, grad.scalar_type()), b.dims(g));
-  at::Tensor out = k.out(b.select(m, b.mul(g, s), b.zeros_like(g)), grad.scalar_type());
+  // grad * mask * scale, as the CPU: a NaN gradient stays NaN where dropped.
+  at::Tensor out = k.out(b.mul(b.mul(g, b.convert(m, b.dtype(g))), s), grad.scalar_type());
   k.run();
   return out;
 }

@@ -16,7 +16,9 @@ Value gelu(Builder& b, Value x, bool tanh_approx) {
     return b.mul(b.mul_c(x, 0.5), b.add_c(b.tanh(inner), 1.0));
   }
   Value cdf = b.mul_c(b.add_c(erf(b, b.mul_c(x, M_SQRT1_2)), 1.0), 0.5);
-  return b.mul(x, cdf);
+  // PyTorch's CPU kernel gives NaN for both infinities.
+  Value inf = b.compare(b.unary("stablehlo.abs", x), b.full_like(x, INFINITY), Cmp::kEQ);
+  return b.select(inf, b.full_like(x, NAN), b.mul(x, cdf));
 }
 
 Value gelu_backward(Builder& b, Value grad, Value x, bool tanh_approx) {
