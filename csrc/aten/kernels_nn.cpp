@@ -360,7 +360,8 @@ at::Tensor native_dropout_backward(const at::Tensor& grad, const at::Tensor& mas
   Value m = k.in(mask, at::kBool);
   Value s = b.broadcast_to(k.scalar(scale, grad.scalar_type()), b.dims(g));
   // grad * mask * scale, as the CPU: a NaN gradient stays NaN where dropped.
-  at::Tensor out = k.out(b.mul(b.mul(g, b.convert(m, b.dtype(g))), s), grad.scalar_type());
+  // (XLA turns a product with a converted mask into a select.)
+  at::Tensor out = k.out(b.mul(b.select(m, g, b.mul(g, b.zeros_like(g))), s), grad.scalar_type());
   k.run();
   return out;
 }
