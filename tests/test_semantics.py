@@ -294,3 +294,21 @@ def test_dropout_backward_keeps_nan_like_cpu():
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
 def test_gelu_nonfinite_like_cpu(approximate):
     same(lambda t: F.gelu(t, approximate=approximate), NONFINITE)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (3, 1, 1), (2, 1), (3, 4)])
+@pytest.mark.parametrize("diagonal", [-2, -1, 0, 1])
+def test_triangular_masks_of_size_one_dims(shape, diagonal):
+    x = torch.arange(1.0, 1.0 + math.prod(shape)).reshape(shape)
+    same(lambda t: t.tril(diagonal), x)
+    same(lambda t: t.triu(diagonal), x)
+
+
+def test_masked_scatter_and_masked_select_grad_of_0d():
+    same(lambda s, m, src: s.clone().masked_scatter_(m, src), torch.tensor(0.0), torch.tensor(True),
+         torch.tensor([5.0]))
+    x = torch.tensor(3.0, requires_grad=True)
+    torch.masked_select(x, torch.tensor(True)).sum().backward()
+    xd = torch.tensor(3.0, device=DEV, requires_grad=True)
+    torch.masked_select(xd, torch.tensor(True, device=DEV)).sum().backward()
+    assert xd.grad.cpu().item() == x.grad.item() == 1.0

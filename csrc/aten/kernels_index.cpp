@@ -215,6 +215,11 @@ at::Tensor& masked_scatter_(at::Tensor& self, const at::Tensor& mask, const at::
   TPU_COUNT("aten::masked_scatter_");
   TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_scatter_ only supports boolean masks, but got mask with dtype ",
               mask.scalar_type());
+  if (self.dim() == 0) {  // as a 1-element view, so the write reaches self
+    at::Tensor flat = self.view({1});
+    masked_scatter_(flat, mask.expand({}).reshape({1}), source);
+    return self;
+  }
   c10::List<std::optional<at::Tensor>> masks;
   masks.push_back(mask.expand(self.sizes()));
   c10::List<std::optional<at::Tensor>> idx;

@@ -102,8 +102,14 @@ Value Builder::compare(Value a, Value b, Cmp cmp) {
     a = broadcast_to(a, out);
     b = broadcast_to(b, out);
   }
+  // The comparison type is explicit: XLA's simplifier has been seen to
+  // compare size-1 signed values as unsigned without it.
+  const DType t = dtype(a);
+  const char* type = is_float(t) ? "#stablehlo<comparison_type FLOAT>"
+                     : is_signed_int(t) ? "#stablehlo<comparison_type SIGNED>"
+                                        : "#stablehlo<comparison_type UNSIGNED>";
   return g_.add("stablehlo.compare", {a, b}, Type{DType::kBool, dims(a)},
-                {Attr::text("comparison_direction", cmp_attr(cmp, dtype(a)))});
+                {Attr::text("comparison_direction", cmp_attr(cmp, t)), Attr::text("compare_type", type)});
 }
 
 Value Builder::select(Value pred, Value t, Value f) {
