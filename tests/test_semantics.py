@@ -312,3 +312,11 @@ def test_masked_scatter_and_masked_select_grad_of_0d():
     xd = torch.tensor(3.0, device=DEV, requires_grad=True)
     torch.masked_select(xd, torch.tensor(True, device=DEV)).sum().backward()
     assert xd.grad.cpu().item() == x.grad.item() == 1.0
+
+
+@pytest.mark.parametrize("out", [(5, 7), (1, 1), (3, 3), (8, 8)])
+def test_adaptive_avg_pool_nonfinite_stays_in_its_window(out):
+    x = torch.randn(2, 3, 8, 8, generator=torch.Generator().manual_seed(0))
+    x[0, 0, 0, 2], x[0, 1, 3, 3], x[1, 0, 5, 5] = math.inf, -math.inf, NAN
+    x[1, 2, 0, 0], x[1, 2, 0, 1] = math.inf, -math.inf
+    same(lambda t: F.adaptive_avg_pool2d(t, out), x)

@@ -1,6 +1,7 @@
 #include "ops/pool.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace torchtpu::ops {
 
@@ -217,15 +218,38 @@ Value avg_pool_backward(Builder& b, Value grad, const Dims& input_dims, const Po
   return reduce_window_sum(b, gp, full_rank(input_dims.size(), p.kernel, 1), Dims(input_dims.size(), 1));
 }
 
-Value adaptive_avg_pool(Builder& b, Value x, const Dims& out) {
+// Window averages as contractions with the weight tables (0 outside a
+// window). Each contraction moves the pooled dim last, so after all of them
+// the spatial dims are back in order.
+static Value adaptive_contract(Builder& b, Value x, const Dims& out) {
   const size_t nsp = out.size(), lead = b.rank(x) - nsp;
-  // Each contraction moves the pooled dim last, so after all of them the
-  // spatial dims are back in order.
   for (size_t i = 0; i < nsp; ++i) {
     Value a = adaptive_table(b, b.dtype(x), out[i], b.dims(x)[lead]);
     x = b.dot_general(x, a, {}, {}, {static_cast<int64_t>(lead)}, {1}, b.dtype(x));
   }
   return x;
+}
+
+Value adaptive_avg_pool(Builder& b, Value x, const Dims& out) {
+  if (!is_float(b.dtype(x))) return adaptive_contract(b, x, out);
+  // A zero weight times an infinity would be NaN outside the window: the
+  // finite values are averaged, and each window's infinities and NaNs are
+  // found by contracting indicators (nonnegative, so > 0 means "some").
+  Value zero = b.zeros_like(x), inf = b.full_like(x, INFINITY);
+  Value is_nan = b.compare(x, x, Cmp::kNE);
+  Value is_pos = b.compare(x, inf, Cmp::kEQ), is_neg = b.compare(x, b.neg(inf), Cmp::kEQ);
+  Value finite = b.logical_and(b.unary("stablehlo.not", is_nan),
+                               b.unary("stablehlo.not", b.logical_or(is_pos, is_neg)));
+  Value r = adaptive_contract(b, b.select(finite, x, zero), out);
+  auto any = [&](Value ind) {
+    Value c = adaptive_contract(b, b.convert(ind, b.dtype(x)), out);
+    return b.compare(c, b.zeros_like(c), Cmp::kGT);
+  };
+  Value nan = any(is_nan), pos = any(is_pos), neg = any(is_neg);
+  Value rinf = b.full_like(r, INFINITY);
+  r = b.select(neg, b.neg(rinf), r);
+  r = b.select(pos, rinf, r);
+  return b.select(b.logical_or(nan, b.logical_and(pos, neg)), b.full_like(r, NAN), r);
 }
 
 Value adaptive_avg_pool_backward(Builder& b, Value grad, const Dims& in) {
