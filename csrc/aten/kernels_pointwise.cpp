@@ -23,6 +23,9 @@ enum class Kind {
   kDivide,   // as kArith; an integer divisor of zero raises (ZeroDivisionError)
 };
 
+// PyTorch's opmath type: 16-bit floats compute in float32 and round once.
+at::ScalarType opmath(at::ScalarType t) { return (t == at::kHalf || t == at::kBFloat16) ? at::kFloat : t; }
+
 at::ScalarType compute_type(Kind k, at::ScalarType promoted) {
   if (k == Kind::kLogical) return at::kBool;
   if (k == Kind::kFloat && at::isIntegralType(promoted, /*includeBool=*/true))
@@ -104,7 +107,7 @@ at::Tensor unary(const char* op, Kind kind, Un f, const at::Tensor& a, Dest dest
   if (target) check_same_device(op, a.device(), {target});
   Value r;
   try {
-    r = f(k.b(), k.in(a, ct));
+    r = f(k.b(), k.in(a, opmath(ct)));
   } catch (const ops::LoweringError& e) {
     rethrow_lowering(op, e);
   }
@@ -642,9 +645,9 @@ at::Tensor& masked_fill_s(at::Tensor& self, const at::Tensor& mask, const at::Sc
 at::Tensor grad_kernel(const char* op, const at::Tensor& grad, const at::Tensor& x, Bin f) {
   check_same_device(op, grad.device(), {&x});
   Kernel k(op, grad);
-  at::ScalarType ct = grad.scalar_type();
+  at::ScalarType ct = opmath(grad.scalar_type());
   Value r = f(k.b(), k.in(grad, ct), k.in(x, ct));
-  at::Tensor out = k.out(r, ct);
+  at::Tensor out = k.out(r, grad.scalar_type());
   k.run();
   return out;
 }
@@ -667,7 +670,7 @@ at::Tensor gelu(const at::Tensor& self, c10::string_view approximate) {
   bool t = approximate == "tanh";
   TORCH_CHECK(t || approximate == "none", "approximate argument must be either none or tanh.");
   Kernel k("aten::gelu", self);
-  at::Tensor out = k.out(ops::gelu(k.b(), k.in(self), t), self.scalar_type());
+  at::Tensor out = k.out(ops::gelu(k.b(), k.in(self, opmath(self.scalar_type())), t), self.scalar_type());
   k.run();
   return out;
 }
