@@ -320,3 +320,9 @@ def test_adaptive_avg_pool_nonfinite_stays_in_its_window(out):
     x[0, 0, 0, 2], x[0, 1, 3, 3], x[1, 0, 5, 5] = math.inf, -math.inf, NAN
     x[1, 2, 0, 0], x[1, 2, 0, 1] = math.inf, -math.inf
     same(lambda t: F.adaptive_avg_pool2d(t, out), x)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_native_layer_norm_saved_stats_have_input_dtype(dtype):
+    x = torch.randn(2, 3, generator=torch.Generator().manual_seed(0)).to(dtype)
+    same(lambda t: torch.native_layer_norm(t, (3,), None, None, 1e-5), x)

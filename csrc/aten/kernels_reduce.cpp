@@ -420,8 +420,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(const at::Tensor& inpu
   if (has_w) y = b.mul(y, b.broadcast_to(k.in(*weight, ct), d));
   if (has_b) y = b.add(y, b.broadcast_to(k.in(*bias, ct), d));
   at::Tensor out = k.out(y, input.scalar_type());
-  at::Tensor mean_t = k.out(mean, ct);
-  at::Tensor rstd_t = k.out(rstd, ct);
+  at::Tensor mean_t = k.out(mean, input.scalar_type());
+  at::Tensor rstd_t = k.out(rstd, input.scalar_type());
   k.run();
   return {out, mean_t, rstd_t};
 }
