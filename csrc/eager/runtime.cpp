@@ -157,9 +157,10 @@ int Runtime::device_count() {
 void Runtime::set_park_hook(bool (*may_park)()) { park_hook = may_park; }
 
 void Runtime::shutdown() {
+  if (forked_child) return;  // the parent's threads and locks are not here
   std::lock_guard<std::mutex> lock(init_mu);
   Runtime* rt = instance;
-  if (!rt || forked_child || rt->closing_) return;
+  if (!rt || rt->closing_) return;
   rt->closer_ = thread_token();
   rt->closing_ = true;
   // Threads inside the runtime finish what they are doing (an op, a sync
