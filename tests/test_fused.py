@@ -196,7 +196,16 @@ def test_mode_switch_materializes_pending_work():
 
 # ---- errors of deferred work -------------------------------------------------
 
-def test_error_of_deferred_work_names_the_op_and_line():
+@pytest.fixture
+def oom_at_execution():
+    """Turns off the allocation check, so XLA reports the out-of-memory when
+    the program runs (tests/test_faults.py covers the check itself)."""
+    _C._set_memory_capacity(0)
+    yield
+    _C._set_memory_capacity(-1)
+
+
+def test_error_of_deferred_work_names_the_op_and_line(oom_at_execution):
     for mode in ("strict", "fused"):
         torchtpu.set_eager_mode(mode)
         z = torch.zeros(2 ** 38, device="tpu")  # 1 TiB: fails when it runs
@@ -209,7 +218,7 @@ def test_error_of_deferred_work_names_the_op_and_line():
         torchtpu.synchronize()  # the error was raised once; nothing is left
 
 
-def test_error_is_raised_at_the_next_sync_point():
+def test_error_is_raised_at_the_next_sync_point(oom_at_execution):
     z = torch.zeros(2 ** 38, device="tpu")
     z.add_(1)  # still deferred: no error yet
     with pytest.raises(torch.OutOfMemoryError):
@@ -219,7 +228,7 @@ def test_error_is_raised_at_the_next_sync_point():
     assert (torch.ones(3, device="tpu") * 2).sum().item() == 6
 
 
-def test_debug_mode_raises_at_the_op():
+def test_debug_mode_raises_at_the_op(oom_at_execution):
     torchtpu.set_eager_mode("debug")
     with pytest.raises(torch.OutOfMemoryError, match="aten::zero_"):
         torch.zeros(2 ** 38, device="tpu")
@@ -286,7 +295,7 @@ def test_warm_second_run_of_the_demo_compiles_nothing(tmp_path):
 def test_cpp_stack_traces_setting_adds_cpp_frames():
     import subprocess
     import sys
-    code = ("import torch, torchtpu\n"
+    code = ("import torch, torchtpu; torchtpu._C._set_memory_capacity(0)\n"
             "z = torch.zeros(2 ** 38, device='tpu')\n"
             "try:\n"
             "    z.sum().item()\n"

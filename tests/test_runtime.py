@@ -1,6 +1,6 @@
 """The runtime under concurrency and failure: threads issuing ops while the
-mode changes, errors raised inside backward, interpreter shutdown with work
-queued, out= tensors that alias an input. Values are checked against the
+mode changes, errors raised inside backward, out= tensors that alias an
+input (tests/test_faults.py has out of memory, fork, exit and the queue). Values are checked against the
 CPU; a hang fails the test through a subprocess timeout."""
 import subprocess
 import sys
@@ -33,7 +33,7 @@ def test_out_that_aliases_an_input_and_must_grow_raises(mode):
     with pytest.raises(RuntimeError):  # PyTorch refuses it too
         torch.add(x, y, out=x)
     xd, yd = x.to("tpu"), y.to("tpu")
-    with pytest.raises(RuntimeError, match=r"aten::add.*out= tensor.*also an input"):
+    with pytest.raises(RuntimeError, match=r"aten::add.*output with shape \[3, 1\] doesn.t match the broadcast shape"):
         torch.add(xd, yd, out=xd)
     assert torch.equal(xd.cpu(), x)  # left as it was
     # A separate out= tensor grows as on the CPU.
@@ -80,6 +80,7 @@ def test_error_inside_backward_in_debug_mode_while_another_thread_issues_ops():
     lines = run_python(
         "import threading, torch, torchtpu\n"
         "torchtpu.set_eager_mode('debug')\n"
+        "torchtpu._C._set_memory_capacity(0)  # XLA reports it when the op runs\n"
         "class Huge(torch.autograd.Function):\n"
         "    @staticmethod\n"
         "    def forward(ctx, x):\n"
@@ -131,28 +132,12 @@ def test_backward_that_raises_does_not_stop_later_backward_flushes():
 
 def test_an_error_raised_by_a_storage_address_read_is_raised_once():
     torchtpu.set_eager_mode("strict")
-    z = torch.zeros(2 ** 38, device="tpu")
+    _C._set_memory_capacity(0)  # XLA reports it when the op runs
+    try:
+        z = torch.zeros(2 ** 38, device="tpu")
+    finally:
+        _C._set_memory_capacity(-1)
     with pytest.raises(torch.OutOfMemoryError):
         _C._storage_address(z)
     del z
     torchtpu.synchronize()  # raised once already
-
-
-def test_shutdown_while_threads_issue_ops():
-    """Interpreter shutdown stops the executor while another thread still
-    queues work: every op runs, in order, and nothing waits forever."""
-    lines = run_python(
-        "import threading, torch, torchtpu\n"
-        "torchtpu.set_eager_mode('debug')\n"
-        "out = []\n"
-        "def work():\n"
-        "    y = torch.zeros(8, device='tpu')\n"
-        "    for i in range(300):\n"
-        "        y = y + 1\n"
-        "    out.append(y.sum().item())\n"
-        "ts = [threading.Thread(target=work) for _ in range(2)]\n"
-        "[t.start() for t in ts]\n"
-        "torchtpu._C._shutdown()\n"
-        "[t.join() for t in ts]\n"
-        "print(out)\n")
-    assert lines[-1] == "[2400.0, 2400.0]", lines

@@ -5,8 +5,10 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <atomic>
+#include <memory>
 #include <mutex>
 
+#include "eager/metrics.h"
 #include "eager/runtime.h"
 
 namespace torchtpu::aten {
@@ -15,17 +17,59 @@ namespace {
 
 thread_local c10::DeviceIndex current_device = 0;
 
-c10::DeviceIndex device_count() {
-  return eager::Runtime::initialized() ? static_cast<c10::DeviceIndex>(eager::Runtime::get().num_devices()) : 0;
-}
+c10::DeviceIndex device_count() { return static_cast<c10::DeviceIndex>(eager::Runtime::device_count()); }
 
 void delete_storage_value(void* ctx) { delete static_cast<eager::StorageValue*>(ctx); }
 
-// Hands out unique fake addresses so data_ptr() differs per storage.
+// torch.OutOfMemoryError for an allocation the device cannot hold, naming
+// the op and the user's line. Resolving the line takes the GIL, which the
+// allocating thread may not wait for (it may hold a device lock), so the
+// message is made when first read: by PyTorch's error translation, on a
+// thread that holds the GIL.
+class DeviceOutOfMemory final : public c10::OutOfMemoryError {
+ public:
+  DeviceOutOfMemory(std::string why, eager::OpSite site)
+      : c10::OutOfMemoryError(why, nullptr), state_(std::make_shared<State>()) {
+    state_->why = std::move(why);
+    state_->site = site;
+  }
+  const char* what() const noexcept override { return text(); }
+  const char* what_without_backtrace() const noexcept override { return text(); }
+
+ private:
+  struct State {
+    std::string why;
+    eager::OpSite site;
+    std::once_flag once;
+    std::string text;
+  };
+  const char* text() const noexcept {
+    std::call_once(state_->once, [this] {
+      try {
+        state_->text = eager::describe_failure({state_->site}, state_->why);
+      } catch (const std::exception&) {
+        state_->text = state_->why;
+      }
+    });
+    return state_->text.c_str();
+  }
+  std::shared_ptr<State> state_;
+};
+
+// Hands out unique fake addresses so data_ptr() differs per storage. An
+// allocation is checked against the device's memory (values are computed
+// later, so this is the only place a too-large tensor can be refused at the
+// user's line).
 class TpuAllocator final : public c10::Allocator {
  public:
   c10::DataPtr allocate(size_t nbytes) override {
     c10::DeviceIndex dev = current_device;
+    eager::Runtime& rt = eager::Runtime::get();  // raises in a forked child
+    std::string why = rt.allocation_failure(static_cast<int64_t>(nbytes), dev);
+    if (!why.empty()) {
+      const eager::OpSite* op = eager::current_op();
+      throw DeviceOutOfMemory(why, op ? *op : eager::OpSite{eager::last_op(), eager::capture_site()});
+    }
     auto* value = new eager::StorageValue(static_cast<int64_t>(nbytes), dev);
     uint64_t span = (static_cast<uint64_t>(nbytes) + 255) & ~uint64_t{255};
     uint64_t addr = next_.fetch_add(span + 256);

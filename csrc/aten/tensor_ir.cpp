@@ -106,8 +106,10 @@ struct PendingCheck {
 // (a device op, no sync).
 thread_local std::vector<PendingCheck> pending_checks;
 thread_local bool evaluating_checks = false;
-std::mutex backward_checks_mu;
-std::vector<PendingCheck> backward_checks;
+// Never destroyed: engine threads may still run backward ops while the
+// interpreter exits.
+std::mutex& backward_checks_mu = *new std::mutex;
+std::vector<PendingCheck>& backward_checks = *new std::vector<PendingCheck>;
 constexpr size_t kMaxPendingChecks = 64;
 
 [[noreturn]] void raise_check(const PendingCheck& c) {

@@ -3,8 +3,8 @@
 #include <execinfo.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
-#include <set>
 #include <sstream>
 
 #include "eager/metrics.h"
@@ -28,6 +28,12 @@ std::string cpp_frames() {
 }
 }  // namespace
 
+uint64_t thread_token() {
+  static std::atomic<uint64_t> next{1};
+  thread_local const uint64_t token = next.fetch_add(1, std::memory_order_relaxed);
+  return token;
+}
+
 void set_cpp_stacktraces(bool on) { show_cpp = on; }
 bool cpp_stacktraces() { return show_cpp; }
 
@@ -35,7 +41,11 @@ void set_site_hooks(SiteCaptureFn capture, SiteFormatFn format) {
   site_capture = capture;
   site_format = format;
 }
-SiteRef capture_site() { return site_capture ? site_capture() : SiteRef{}; }
+SiteRef capture_site() {
+  SiteRef s = site_capture ? site_capture() : SiteRef{};
+  if (s.issuer == 0) s.issuer = thread_token();
+  return s;
+}
 std::string format_site(SiteRef s) { return site_format && s.code ? site_format(s) : std::string(); }
 
 const OpSite* current_op() { return current; }
@@ -46,6 +56,36 @@ void CurrentOpScope::end() {
   current = outer_;
 }
 
+void Run::executed(uint64_t seq, std::shared_ptr<pjrt::Event> done) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    seq_ = seq;
+    done_ = std::move(done);
+  }
+  cv_.notify_all();
+}
+
+void Run::settle(std::shared_ptr<const DeviceError> e) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (settled()) return;
+    err_ = std::move(e);
+    settled_.store(true, std::memory_order_release);
+  }
+  cv_.notify_all();
+}
+
+uint64_t Run::wait_executed() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return seq_ != 0 || settled(); });
+  return seq_;
+}
+
+std::shared_ptr<pjrt::Event> Run::done_event() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_;
+}
+
 SlotPtr Slot::ready(pjrt::BufferPtr b) {
   auto s = std::make_shared<Slot>();
   s->buf_ = std::move(b);
@@ -53,10 +93,11 @@ SlotPtr Slot::ready(pjrt::BufferPtr b) {
   return s;
 }
 
-void Slot::fill(pjrt::BufferPtr b) {
+void Slot::fill(pjrt::BufferPtr b, RunPtr run) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     buf_ = std::move(b);
+    run_ = std::move(run);
     done_.store(true, std::memory_order_release);
   }
   cv_.notify_all();
@@ -80,6 +121,19 @@ pjrt::BufferPtr Slot::get() {
   return buf_;
 }
 
+std::shared_ptr<const DeviceError> Slot::error() const {
+  if (err_) return err_;
+  if (run_ && run_->settled()) return run_->error();
+  return nullptr;
+}
+
+int DeviceError::status_code(int code, const std::string& what) {
+  if (code == 8) return code;
+  for (const char* sign : {"Out of memory", "out of memory", "RESOURCE_EXHAUSTED"})
+    if (what.find(sign) != std::string::npos) return 8;
+  return code;
+}
+
 DeviceError DeviceError::described() const {
   if (current) return *this;  // described by the op's OpGraph once it unlocks
   return DeviceError(sites_.empty() ? std::string(what()) : describe_failure(sites_, what()), code_);
@@ -94,16 +148,27 @@ std::string describe_failure(const std::vector<OpSite>& sites, const std::string
     return os.str();
   }
   os << "a fused graph of " << sites.size() << " ops failed: " << what;
-  // The distinct places its ops came from, last first (the most recent is
-  // usually the one that matters).
-  std::set<std::string> seen;
-  int shown = 0;
-  for (auto it = sites.rbegin(); it != sites.rend() && shown < 8; ++it) {
+  // The places its ops came from, the most recent first (usually the one
+  // that matters), each with the ops issued there.
+  std::vector<std::pair<std::string, std::vector<const char*>>> places;
+  for (auto it = sites.rbegin(); it != sites.rend() && places.size() <= 8; ++it) {
     std::string where = format_site(it->where);
-    std::string line = std::string(it->op) + (where.empty() ? "" : " at " + where);
-    if (!seen.insert(line).second) continue;
-    os << (shown == 0 ? "\n  its ops were issued by: " : "\n                          ") << line;
-    ++shown;
+    auto place = std::find_if(places.begin(), places.end(), [&](const auto& p) { return p.first == where; });
+    if (place == places.end()) {
+      places.push_back({where, {}});
+      place = places.end() - 1;
+    }
+    auto& ops = place->second;
+    if (ops.size() < 12 && std::find_if(ops.begin(), ops.end(), [&](const char* o) {
+          return std::string(o) == it->op;
+        }) == ops.end())
+      ops.push_back(it->op);
+  }
+  for (size_t i = 0; i < places.size() && i < 8; ++i) {
+    os << (i == 0 ? "\n  its ops were issued at: " : "\n                          ")
+       << (places[i].first.empty() ? "(unknown)" : places[i].first) << " (";
+    for (size_t j = 0; j < places[i].second.size(); ++j) os << (j ? ", " : "") << places[i].second[j];
+    os << ")";
   }
   return os.str();
 }
@@ -112,9 +177,10 @@ ThreadPool::ThreadPool(int threads) {
   for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { loop(); });
 }
 
-ThreadPool::~ThreadPool() {
+void ThreadPool::stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) return;
     stop_ = true;
   }
   cv_.notify_all();
@@ -124,9 +190,13 @@ ThreadPool::~ThreadPool() {
 void ThreadPool::submit(std::function<void()> fn) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(std::move(fn));
+    if (!stop_) {
+      queue_.push_back(std::move(fn));
+      cv_.notify_one();
+      return;
+    }
   }
-  cv_.notify_one();
+  fn();
 }
 
 void ThreadPool::loop() {
@@ -155,10 +225,19 @@ void Executor::stop() {
     stop_ = true;
   }
   cv_.notify_all();
+  room_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
 }
 
+void Executor::set_limits(int64_t max_ops, int64_t max_bytes) {
+  max_ops_ = std::max<int64_t>(1, max_ops);
+  max_bytes_ = std::max<int64_t>(1, max_bytes);
+  room_cv_.notify_all();
+}
+
 void Executor::submit(std::unique_ptr<Task> t, bool may_run_here) {
+  pending_ops_.fetch_add(1, std::memory_order_relaxed);
+  pending_bytes_.fetch_add(t->bytes, std::memory_order_relaxed);
   std::unique_lock<std::mutex> lock(mu_);
   if (exited_) {
     // After stop() (interpreter exit) callers run their tasks themselves,
@@ -185,60 +264,133 @@ void Executor::run_here(std::unique_ptr<Task> t, std::unique_lock<std::mutex>& l
   idle_cv_.notify_all();
 }
 
+void Executor::admit() {
+  auto full = [&] {
+    return pending_ops_.load(std::memory_order_relaxed) >= max_ops_ ||
+           pending_bytes_.load(std::memory_order_relaxed) >= max_bytes_;
+  };
+  if (!full()) return;
+  waiting_for_room_.fetch_add(1);
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (stop_ || !full()) break;
+      bool executed;
+      {
+        std::lock_guard<std::mutex> events(events_mu_);
+        executed = !in_flight_.empty();
+      }
+      if (!executed) {
+        // Everything is still queued (compiling, or not yet handed over).
+        room_cv_.wait_for(lock, std::chrono::milliseconds(20));
+        continue;
+      }
+    }
+    uint64_t oldest;
+    {
+      std::lock_guard<std::mutex> events(events_mu_);
+      if (in_flight_.empty()) continue;
+      oldest = in_flight_.front()->seq;
+    }
+    settle_through(oldest);
+  }
+  waiting_for_room_.fetch_sub(1);
+}
+
+void Executor::finished(int64_t bytes) {
+  pending_ops_.fetch_sub(1, std::memory_order_relaxed);
+  pending_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
+  if (waiting_for_room_.load() > 0) {
+    { std::lock_guard<std::mutex> lock(mu_); }
+    room_cv_.notify_all();
+  }
+}
+
 void Executor::drain() {
   std::unique_lock<std::mutex> lock(mu_);
   idle_cv_.wait(lock, [&] { return queue_.empty() && !busy_ && !inline_; });
 }
 
-void Executor::check(InFlight& f) {
-  if (!f.done) return;
+void Executor::settle(InFlight& f) {
+  std::shared_ptr<const DeviceError> err;
   try {
-    f.done->wait();
-  } catch (const pjrt::Error& err) {
-    if (!f.checked.exchange(true))
-      on_error_(std::make_shared<DeviceError>(std::string("device execution failed: ") + err.what(), err.code()));
+    if (auto done = f.run->done_event()) done->wait();
+  } catch (const pjrt::Error& e) {
+    // Inputs ran earlier, so they are settled: a failed one is where the
+    // error arose (PJRT passes it on to every program that reads it).
+    for (const RunPtr& in : f.inputs)
+      if (in->settled() && in->error()) {
+        err = in->error();
+        break;
+      }
+    if (!err) {
+      err = std::make_shared<DeviceError>(std::string("device execution failed: ") + e.what(), e.code(),
+                                          std::move(f.sites));
+      on_error_(err);
+    }
+  }
+  f.run->settle(std::move(err));
+  f.exe.reset();
+  finished(f.bytes);
+}
+
+void Executor::settle_through(uint64_t seq) {
+  std::lock_guard<std::mutex> settling(settle_mu_);
+  for (;;) {
+    std::unique_ptr<InFlight> f;
+    {
+      std::lock_guard<std::mutex> lock(events_mu_);
+      if (in_flight_.empty() || in_flight_.front()->seq > seq) return;
+      f = std::move(in_flight_.front());
+      in_flight_.pop_front();
+    }
+    settle(*f);
   }
 }
 
-void Executor::wait_device() {
-  drain();
-  std::vector<std::shared_ptr<InFlight>> waiting;
-  {
-    std::lock_guard<std::mutex> lock(events_mu_);
-    waiting = in_flight_;  // another thread may wait for the same ones
-  }
-  for (auto& f : waiting) check(*f);
-  std::lock_guard<std::mutex> lock(events_mu_);
-  std::set<const InFlight*> done;
-  for (auto& f : waiting) done.insert(f.get());
-  in_flight_.erase(std::remove_if(in_flight_.begin(), in_flight_.end(),
-                                  [&](const std::shared_ptr<InFlight>& f) { return done.count(f.get()) != 0; }),
-                   in_flight_.end());
-}
-
-void Executor::track(std::shared_ptr<pjrt::Event> done, pjrt::ExecutablePtr exe) {
-  auto f = std::make_shared<InFlight>();
-  f->done = std::move(done);
-  f->exe = std::move(exe);
-  std::lock_guard<std::mutex> lock(events_mu_);
-  if (in_flight_.size() >= 256) {
-    // Finished executions leave the list; their errors are reported first.
-    std::vector<std::shared_ptr<InFlight>> keep;
-    for (auto& e : in_flight_) {
+void Executor::settle_ready() {
+  std::unique_lock<std::mutex> settling(settle_mu_, std::try_to_lock);
+  if (!settling.owns_lock()) return;
+  for (;;) {
+    std::unique_ptr<InFlight> f;
+    {
+      std::lock_guard<std::mutex> lock(events_mu_);
+      if (in_flight_.empty()) return;
       bool ready = true;
       try {
-        ready = e->done->is_ready();
+        auto done = in_flight_.front()->run->done_event();
+        ready = !done || done->is_ready();
       } catch (const pjrt::Error&) {
       }
-      if (ready) {
-        check(*e);
-      } else {
-        keep.push_back(std::move(e));
-      }
+      if (!ready) return;
+      f = std::move(in_flight_.front());
+      in_flight_.pop_front();
     }
-    in_flight_.swap(keep);
+    settle(*f);
   }
-  in_flight_.push_back(std::move(f));
+}
+
+void Executor::settle_all() {
+  drain();
+  uint64_t last;
+  {
+    std::lock_guard<std::mutex> lock(events_mu_);
+    last = seq_;
+  }
+  settle_through(last);
+}
+
+std::shared_ptr<const DeviceError> Executor::outcome(Run& r) {
+  const uint64_t seq = r.wait_executed();
+  if (r.settled()) return r.error();
+  try {
+    if (auto done = r.done_event()) done->wait();
+    settle_ready();
+    return nullptr;
+  } catch (const pjrt::Error&) {
+  }
+  settle_through(seq);
+  return r.error();
 }
 
 void Executor::loop() {
@@ -265,25 +417,33 @@ void Executor::loop() {
       busy_ = true;
     }
     run(*t);
+    t.reset();
+    settle_ready();
   }
 }
 
 void Executor::run(Task& t) {
   std::shared_ptr<const DeviceError> failure;
   // A task that reads the value of a failed one fails the same way (the
-  // error was reported once already).
+  // error was recorded once already).
   for (const Task::Arg& a : t.args)
     if (a.slot && a.slot->error()) {
       for (const SlotPtr& o : t.outputs) o->fail(a.slot->error());
+      t.run->settle(a.slot->error());
+      finished(t.bytes);
       return;
     }
   pjrt::ExecuteResult r;
   pjrt::ExecutablePtr exe;
+  auto in_flight = std::make_unique<InFlight>();
   try {
     exe = t.ready_exe ? t.ready_exe : t.exe.get();
     std::vector<pjrt::Buffer*> args;
     args.reserve(t.args.size());
-    for (const Task::Arg& a : t.args) args.push_back(a.slot ? a.slot->buffer().get() : a.scalar.get());
+    for (const Task::Arg& a : t.args) {
+      args.push_back(a.slot ? a.slot->buffer().get() : a.scalar.get());
+      if (a.slot && a.slot->run() && !a.slot->run()->settled()) in_flight->inputs.push_back(a.slot->run());
+    }
     // A donation the program was compiled for happens only when nothing but
     // this task holds the value; otherwise PJRT copies.
     std::vector<int64_t> donatable;
@@ -308,12 +468,21 @@ void Executor::run(Task& t) {
   if (failure) {
     if (show_cpp)
       failure = std::make_shared<DeviceError>(failure->what() + cpp_frames(), failure->code(), t.sites);
-    on_error_(failure);  // before waking readers, which clear it once raised
+    on_error_(failure);  // before waking readers, which mark it delivered once raised
     for (const SlotPtr& o : t.outputs) o->fail(failure);
+    t.run->settle(failure);
+    finished(t.bytes);
     return;
   }
-  for (size_t i = 0; i < t.outputs.size(); ++i) t.outputs[i]->fill(std::move(r.outputs[i]));
-  track(std::move(r.done), std::move(exe));
+  for (size_t i = 0; i < t.outputs.size(); ++i) t.outputs[i]->fill(std::move(r.outputs[i]), t.run);
+  in_flight->run = t.run;
+  in_flight->exe = std::move(exe);
+  in_flight->sites = std::move(t.sites);
+  in_flight->bytes = t.bytes;
+  std::lock_guard<std::mutex> lock(events_mu_);
+  in_flight->seq = ++seq_;
+  t.run->executed(in_flight->seq, std::move(r.done));
+  in_flight_.push_back(std::move(in_flight));
 }
 
 }  // namespace torchtpu::eager

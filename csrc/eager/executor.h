@@ -36,14 +36,18 @@ struct Task {
   std::vector<SlotPtr> outputs;
   std::vector<OpSite> sites;  // the ops the graph holds, in issue order
   int device = 0;
+  RunPtr run = std::make_shared<Run>();
+  int64_t bytes = 0;  // of its outputs (for the queue's bound)
 };
 
-// Runs functions on a fixed set of threads.
+// Runs functions on a fixed set of threads; after stop(), on the caller.
 class ThreadPool {
  public:
   explicit ThreadPool(int threads);
-  ~ThreadPool();
+  ~ThreadPool() { stop(); }
   void submit(std::function<void()> fn);
+  // Runs what is queued and joins the threads.
+  void stop();
 
  private:
   void loop();
@@ -54,48 +58,81 @@ class ThreadPool {
   std::vector<std::thread> threads_;
 };
 
+// Runs tasks in submission order on its own thread and keeps the programs
+// the device is still running. A program is settled (its Run learns success
+// or its error) in execution order, by whoever needs it: a sync point, a
+// thread waiting for room in the queue, or the executor between tasks. An
+// execution error is recorded (on_error) once, by the program where it
+// arose; programs that inherit it from a failed input settle with the same
+// error and record nothing.
+//
+// The queue is bounded: at most max_ops programs, and max_bytes of their
+// outputs, queued or running; admit() blocks the issuing thread until there
+// is room, like an accelerator's launch queue. Nothing here takes a device
+// lock, so a thread may wait in admit() or at a sync point while holding one.
 class Executor {
  public:
-  // `on_error` records a failed task's error for the next sync point.
   explicit Executor(std::function<void(std::shared_ptr<const DeviceError>)> on_error);
   ~Executor();
   // `may_run_here`: the caller is about to wait for the task (Debug Eager);
   // if nothing is ahead of it, it runs on the calling thread.
   void submit(std::unique_ptr<Task> t, bool may_run_here = false);
+  // Blocks while the queue is full (returns at once after stop()).
+  void admit();
+  void set_limits(int64_t max_ops, int64_t max_bytes);
+  int64_t max_ops() const { return max_ops_; }
+  int64_t max_bytes() const { return max_bytes_; }
+  // Programs and output bytes queued or running now.
+  int64_t pending_ops() const { return pending_ops_; }
+  int64_t pending_bytes() const { return pending_bytes_; }
   // Returns once every task submitted so far has run (not: finished on the
   // device).
   void drain();
-  // Waits for the device to finish everything executed so far.
-  void wait_device();
+  // Waits for the device to finish everything executed so far, settling it.
+  void settle_all();
+  // Waits until the program of `r` has been computed and returns its error
+  // (null on success).
+  std::shared_ptr<const DeviceError> outcome(Run& r);
   // Runs what is queued, then stops the thread; later tasks run on the
   // submitting thread, one at a time.
   void stop();
 
  private:
-  // An execution the device may still be running: its completion event and
-  // the executable (kept alive until it is done). `checked`: its error, if
-  // any, was reported already.
+  // An executed program the device may still be running; the executable is
+  // kept alive until it is done. `inputs`: the runs of its arguments that
+  // had not settled, to tell an inherited error from its own.
   struct InFlight {
-    std::shared_ptr<pjrt::Event> done;
+    uint64_t seq;
+    RunPtr run;
     pjrt::ExecutablePtr exe;
-    std::atomic<bool> checked{false};
+    std::vector<RunPtr> inputs;
+    std::vector<OpSite> sites;
+    int64_t bytes;
   };
   void loop();
   void run(Task& t);
   void run_here(std::unique_ptr<Task> t, std::unique_lock<std::mutex>& lock);
-  // Reports the execution's error once.
-  void check(InFlight& f);
-  void track(std::shared_ptr<pjrt::Event> done, pjrt::ExecutablePtr exe);
+  // Settles executed programs in order: through `seq`; or those already
+  // finished, without waiting, if no one else is settling.
+  void settle_through(uint64_t seq);
+  void settle_ready();
+  void settle(InFlight& f);
+  void finished(int64_t bytes);
   std::function<void(std::shared_ptr<const DeviceError>)> on_error_;
   std::mutex mu_;
-  std::condition_variable cv_, idle_cv_;
+  std::condition_variable cv_, idle_cv_, room_cv_;
   std::deque<std::unique_ptr<Task>> queue_;
   // busy_: the executor thread runs a task; inline_: a submitting thread
   // runs one (the queue waits for it, keeping program order); exited_: the
   // thread has drained the queue after stop().
   bool busy_ = false, inline_ = false, stop_ = false, exited_ = false, sleeping_ = false;
-  std::mutex events_mu_;
-  std::vector<std::shared_ptr<InFlight>> in_flight_;
+  std::mutex settle_mu_;  // one settler at a time; taken before events_mu_ and mu_
+  std::mutex events_mu_;  // in_flight_ and seq_
+  std::deque<std::unique_ptr<InFlight>> in_flight_;
+  uint64_t seq_ = 0;
+  std::atomic<int64_t> pending_ops_{0}, pending_bytes_{0};
+  std::atomic<int64_t> max_ops_{1000}, max_bytes_{int64_t{1} << 30};
+  std::atomic<int> waiting_for_room_{0};
   std::thread thread_;
 };
 

@@ -1,5 +1,6 @@
 #include "eager/fused_graph.h"
 
+#include <algorithm>
 #include <atomic>
 #include <stdexcept>
 
@@ -16,27 +17,71 @@ std::atomic<int64_t> max_ops{2000};
 void set_fused_max_ops(int64_t n) { max_ops = n < 1 ? 1 : n; }
 int64_t fused_max_ops() { return max_ops; }
 
-FusedGraph::FusedGraph(int device) : device_(device), gen_(next_gen++), loop_(max_ops) {}
+FusedGraph::Pending::Pending(uint64_t issuer) : issuer(issuer), gen(next_gen++), loop(max_ops) {}
 
-void FusedGraph::reset() {
-  gen_ = next_gen++;
-  g_ = ir::Graph();
-  args_.clear();
-  arg_free_.clear();
-  written_.clear();
-  sites_.clear();
-  ops_ = 0;
+void FusedGraph::Pending::reset() {
+  gen = next_gen++;
+  g = ir::Graph();
+  args.clear();
+  arg_free.clear();
+  written.clear();
+  sites.clear();
+  ops = 0;
+}
+
+FusedGraph::Pending* FusedGraph::owner(const StorageValue* s) const {
+  if (s->pending_gen == 0 && s->param_gen == 0) return nullptr;
+  for (const auto& p : pending_)
+    if (s->pending_gen == p->gen || s->param_gen == p->gen) return p.get();
+  return nullptr;
+}
+
+FusedGraph::Pending& FusedGraph::for_issuer(uint64_t issuer) {
+  for (const auto& p : pending_)
+    if (p->issuer == issuer) return *p;
+  // Empty graphs of other threads (finished ones, most likely) go first.
+  if (pending_.size() >= 8)
+    pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
+                                  [](const std::unique_ptr<Pending>& p) { return p->ops == 0; }),
+                   pending_.end());
+  pending_.push_back(std::make_unique<Pending>(issuer));
+  return *pending_.back();
+}
+
+int64_t FusedGraph::pending_ops() const {
+  int64_t n = 0;
+  for (const auto& p : pending_) n += p->ops;
+  return n;
 }
 
 void FusedGraph::forget(StorageValue* s) {
-  if (s->pending_gen == gen_) written_[s->pending_index] = nullptr;
-  if (s->param_gen == gen_) arg_free_[s->param_index] = true;
+  if (Pending* p = owner(s)) {
+    if (s->pending_gen == p->gen) p->written[s->pending_index] = nullptr;
+    if (s->param_gen == p->gen) p->arg_free[s->param_index] = true;
+  }
   s->pending_gen = 0;
   s->param_gen = 0;
 }
 
 void FusedGraph::append(ir::Graph& op, const std::vector<OpGraph::Input>& inputs,
                         const std::vector<OpGraph::Output>& outputs, const OpSite& site) {
+  // Whose graph the op joins; another thread's graph that holds one of its
+  // storages is materialized first.
+  Pending* own = nullptr;
+  if (site.where.issuer == kAnyIssuer) {
+    for (const OpGraph::Input& in : inputs)
+      if (in.storage && (own = owner(in.storage))) break;
+  }
+  if (!own) own = &for_issuer(site.where.issuer);
+  auto settle_other = [&](StorageValue* s) {
+    Pending* q = owner(s);
+    if (q && q != own) flush(*q, Reason::kSync);
+  };
+  for (const OpGraph::Input& in : inputs)
+    if (in.storage) settle_other(in.storage);
+  for (const OpGraph::Output& o : outputs) settle_other(o.storage);
+  Pending& p = *own;
+
   const ir::GraphKey fp = ir::graph_key(op, ir::GraphKey{});
   std::vector<ir::Node>& nodes = op.mutable_nodes();
   // Where each node of the op's graph lands: parameters resolve to pending
@@ -49,21 +94,21 @@ void FusedGraph::append(ir::Graph& op, const std::vector<OpGraph::Input>& inputs
     const ir::Type& t = nodes[i].results[0];
     StorageValue* s = in.storage;
     if (!s) {
-      where[i] = g_.parameter(t);
-      args_.push_back({nullptr, in.scalar});
-      arg_free_.push_back(false);
-    } else if (s->pending_gen == gen_) {
-      if (g_.type(s->pending_value) != t) throw std::logic_error("fused graph: pending value type mismatch");
+      where[i] = p.g.parameter(t);
+      p.args.push_back({nullptr, in.scalar});
+      p.arg_free.push_back(false);
+    } else if (s->pending_gen == p.gen) {
+      if (p.g.type(s->pending_value) != t) throw std::logic_error("fused graph: pending value type mismatch");
       where[i] = s->pending_value;
-    } else if (s->param_gen == gen_) {
+    } else if (s->param_gen == p.gen) {
       where[i] = s->param_value;
     } else {
-      where[i] = g_.parameter(t);
-      s->param_gen = gen_;
+      where[i] = p.g.parameter(t);
+      s->param_gen = p.gen;
       s->param_value = where[i];
-      s->param_index = static_cast<int32_t>(args_.size());
-      args_.push_back({s->slot(), nullptr});
-      arg_free_.push_back(false);
+      s->param_index = static_cast<int32_t>(p.args.size());
+      p.args.push_back({s->slot(), nullptr});
+      p.arg_free.push_back(false);
     }
   }
   auto map = [&](ir::Value v) { return is_param[v.node] ? where[v.node] : ir::Value{where[v.node].node, v.index}; };
@@ -71,64 +116,75 @@ void FusedGraph::append(ir::Graph& op, const std::vector<OpGraph::Input>& inputs
     if (is_param[i]) continue;
     ir::Node& n = nodes[i];
     for (ir::Value& v : n.operands) v = map(v);
-    where[i] = g_.append(std::move(n));
+    where[i] = p.g.append(std::move(n));
   }
   for (const OpGraph::Output& o : outputs) {
     StorageValue* s = o.storage;
-    if (s->param_gen == gen_) arg_free_[s->param_index] = true;  // its old value is dead
-    if (s->pending_gen != gen_) {
-      s->pending_gen = gen_;
-      s->pending_index = static_cast<int32_t>(written_.size());
-      written_.push_back(s);
+    if (s->param_gen == p.gen) p.arg_free[s->param_index] = true;  // its old value is dead
+    if (s->pending_gen != p.gen) {
+      s->pending_gen = p.gen;
+      s->pending_index = static_cast<int32_t>(p.written.size());
+      p.written.push_back(s);
     }
     s->pending_value = map(o.flat);
     s->set_pending_dtype(o.dtype);
   }
-  sites_.push_back(site);
-  ++ops_;
-  loop_.set_max_ops(max_ops);
-  switch (loop_.record(fp.hi ^ fp.lo, ops_)) {
+  p.sites.push_back(site);
+  p.sites.back().where.issuer = p.issuer;
+  ++p.ops;
+  p.loop.set_max_ops(max_ops);
+  switch (p.loop.record(fp.hi ^ fp.lo, p.ops)) {
     case LoopDetector::Cut::kNone: break;
-    case LoopDetector::Cut::kLoop: flush(Reason::kLoop); break;
-    case LoopDetector::Cut::kSize: flush(Reason::kSize); break;
+    case LoopDetector::Cut::kLoop: flush(p, Reason::kLoop); break;
+    case LoopDetector::Cut::kSize: flush(p, Reason::kSize); break;
   }
 }
 
 void FusedGraph::flush(Reason why) {
-  if (ops_ == 0) return;
+  for (const auto& p : pending_) flush(*p, why);
+}
+
+void FusedGraph::flush_for(const StorageValue* s) {
+  if (s->pending_gen == 0) return;
+  for (const auto& p : pending_)
+    if (p->gen == s->pending_gen) return flush(*p, Reason::kSync);
+}
+
+void FusedGraph::flush(Pending& p, Reason why) {
+  if (p.ops == 0) return;
   Metrics& m = metrics();
   m.fused_graphs.fetch_add(1, std::memory_order_relaxed);
-  m.fused_ops.fetch_add(ops_, std::memory_order_relaxed);
+  m.fused_ops.fetch_add(p.ops, std::memory_order_relaxed);
   (why == Reason::kSync ? m.cuts_sync : why == Reason::kLoop ? m.cuts_loop : m.cuts_size)
       .fetch_add(1, std::memory_order_relaxed);
   std::vector<StorageValue*> outs;
-  for (StorageValue* s : written_)
-    if (s && s->pending_gen == gen_) {
-      g_.outputs.push_back(s->pending_value);
+  for (StorageValue* s : p.written)
+    if (s && s->pending_gen == p.gen) {
+      p.g.outputs.push_back(s->pending_value);
       outs.push_back(s);
     }
   m.fused_outputs.fetch_add(static_cast<int64_t>(outs.size()), std::memory_order_relaxed);
   if (outs.empty()) {  // every value it computed is dead
-    reset();
+    p.reset();
     return;
   }
   // A parameter whose storage died or was overwritten is donated to the
   // first output of its type not yet aliased.
   std::vector<bool> aliased(outs.size(), false);
-  for (size_t i = 0; i < args_.size(); ++i) {
-    if (!args_[i].slot || !arg_free_[i]) continue;
-    const ir::Type& t = g_.parameter_type(static_cast<int>(i));
+  for (size_t i = 0; i < p.args.size(); ++i) {
+    if (!p.args[i].slot || !p.arg_free[i]) continue;
+    const ir::Type& t = p.g.parameter_type(static_cast<int>(i));
     for (size_t j = 0; j < outs.size(); ++j)
-      if (!aliased[j] && g_.type(g_.outputs[j]) == t) {
+      if (!aliased[j] && p.g.type(p.g.outputs[j]) == t) {
         aliased[j] = true;
-        g_.donations.push_back({static_cast<int>(i), static_cast<int>(j)});
+        p.g.donations.push_back({static_cast<int>(i), static_cast<int>(j)});
         break;
       }
   }
   auto task = std::make_unique<Task>();
   task->device = device_;
-  task->args = std::move(args_);
-  task->sites = std::move(sites_);
+  task->args = std::move(p.args);
+  task->sites = std::move(p.sites);
   task->outputs.reserve(outs.size());
   for (StorageValue* s : outs) {
     auto slot = std::make_shared<Slot>();
@@ -137,8 +193,8 @@ void FusedGraph::flush(Reason why) {
     s->set_slot(slot, s->dtype());
     task->outputs.push_back(std::move(slot));
   }
-  task->graph = std::make_shared<const ir::Graph>(std::move(g_));
-  reset();
+  task->graph = std::make_shared<const ir::Graph>(std::move(p.g));
+  p.reset();
   Runtime::get().submit(std::move(task));
 }
 

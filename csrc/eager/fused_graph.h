@@ -1,12 +1,19 @@
-// FusedGraph: a device's pending graph in Fused Eager. Each op's graph is
+// FusedGraph: a device's pending work in Fused Eager. Each op's graph is
 // appended (its parameters become the storages' pending values or new
 // parameters); storages written here hold pending values until the graph is
 // materialized at a sync point, a loop boundary or the size limit. Only
 // storages still alive then become outputs; a parameter whose storage died
 // or was overwritten is donated to a same-typed output. Guarded by the
 // device lock.
+//
+// Each issuing thread (a backward op's issuer is its forward op's thread)
+// has its own pending graph, so one thread's failing work never fails the
+// values of another: an op that touches a storage pending in another
+// thread's graph materializes that graph first. An op whose issuer is
+// unknown joins the graph holding its inputs.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "eager/executor.h"
@@ -17,31 +24,40 @@ namespace torchtpu::eager {
 
 class FusedGraph {
  public:
-  explicit FusedGraph(int device);
+  explicit FusedGraph(int device) : device_(device) {}
   enum class Reason { kSync, kLoop, kSize };
 
   // Appends one op's graph; may materialize (loop boundary, size limit).
   void append(ir::Graph& op, const std::vector<OpGraph::Input>& inputs,
               const std::vector<OpGraph::Output>& outputs, const OpSite& site);
-  // Queues the pending graph as one program (nothing if it is empty).
+  // Queues every pending graph, each as one program (nothing if empty).
   void flush(Reason why);
+  // Queues the pending graph that computes storage `s`, if any.
+  void flush_for(const StorageValue* s);
   // A storage died: it will not be an output.
   void forget(StorageValue* s);
-  uint64_t generation() const { return gen_; }
-  int64_t pending_ops() const { return ops_; }
-  LoopDetector& loop() { return loop_; }
+  int64_t pending_ops() const;
 
  private:
-  void reset();
+  struct Pending {
+    explicit Pending(uint64_t issuer);
+    void reset();
+    uint64_t issuer;
+    uint64_t gen;
+    ir::Graph g;
+    std::vector<Task::Arg> args;
+    std::vector<bool> arg_free;  // the argument's storage died or was overwritten
+    std::vector<StorageValue*> written;  // null once dead
+    std::vector<OpSite> sites;
+    int64_t ops = 0;
+    LoopDetector loop;
+  };
+  // The pending graph `s` is pending in or a parameter of, or null.
+  Pending* owner(const StorageValue* s) const;
+  Pending& for_issuer(uint64_t issuer);
+  void flush(Pending& p, Reason why);
   int device_;
-  uint64_t gen_;
-  ir::Graph g_;
-  std::vector<Task::Arg> args_;
-  std::vector<bool> arg_free_;  // the argument's storage died or was overwritten
-  std::vector<StorageValue*> written_;  // null once dead
-  std::vector<OpSite> sites_;
-  int64_t ops_ = 0;
-  LoopDetector loop_;
+  std::vector<std::unique_ptr<Pending>> pending_;
 };
 
 // The op count at which a fused graph is cut when no loop is found.

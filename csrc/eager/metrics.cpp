@@ -13,7 +13,11 @@ std::vector<OpCounter*>& counters() {
   static std::vector<OpCounter*> v;
   return v;
 }
+thread_local const char* last_dispatched = "";
 }  // namespace
+
+void note_op(const char* name) { last_dispatched = name; }
+const char* last_op() { return last_dispatched; }
 
 OpCounter::OpCounter(const char* name) : name_(name) {
   std::lock_guard<std::mutex> lock(counters_mu());

@@ -9,12 +9,20 @@
 
 namespace torchtpu::eager {
 
+// The op most recently dispatched on this thread (names an allocation that
+// fails outside any op's graph, as in torch.empty).
+void note_op(const char* name);
+const char* last_op();
+
 // A per-op dispatch counter; one static instance per ATen kernel, registered
 // on construction so metrics() can list them.
 class OpCounter {
  public:
   explicit OpCounter(const char* name);
-  void inc() { count_.fetch_add(1, std::memory_order_relaxed); }
+  void inc() {
+    count_.fetch_add(1, std::memory_order_relaxed);
+    note_op(name_);
+  }
   const char* name() const { return name_; }
   int64_t count() const { return count_.load(std::memory_order_relaxed); }
   void reset() { count_.store(0); }

@@ -6,7 +6,8 @@
 namespace torchtpu::eager {
 
 OpGraph::OpGraph(int device, const char* op)
-    : outer_(current_op()),
+    : entry_(/*admit=*/true),
+      outer_(current_op()),
       site_{op, outer_ ? outer_->where : capture_site()},
       lock_(Runtime::get().device_lock(device)),
       scope_(&site_),

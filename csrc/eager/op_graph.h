@@ -58,9 +58,11 @@ class OpGraph {
   ir::Value reinterpret(ir::Value v, ir::DType to);
   void queue();
 
+  // First: the fork, shutdown and queue-room checks, before any lock.
   // The site is captured before the device lock is taken (capturing takes
   // the GIL; a thread holding the GIL may wait for the device lock); an op
   // built inside another takes the outer op's site.
+  Runtime::Entry entry_;
   const OpSite* outer_;
   OpSite site_;
   std::unique_lock<std::recursive_mutex> lock_;

@@ -1,7 +1,13 @@
 #include "eager/runtime.h"
 
+#include <pthread.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <set>
 #include <stdexcept>
 #include <thread>
 
@@ -11,11 +17,35 @@
 namespace torchtpu::eager {
 
 namespace {
-std::unique_ptr<Runtime>& instance() {
-  static std::unique_ptr<Runtime> r;
-  return r;
-}
+std::atomic<Runtime*> instance{nullptr};  // never deleted
 std::mutex init_mu;
+std::atomic<bool> forked_child{false};
+std::atomic<bool (*)()> park_hook{nullptr};
+thread_local int entry_depth = 0;
+
+void mark_forked_child() { forked_child.store(true); }
+
+std::string human_bytes(int64_t n) {
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double v = static_cast<double>(n);
+  int u = 0;
+  while (v >= 1024 && u < 5) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[48];
+  if (u == 0) {
+    std::snprintf(buf, sizeof buf, "%lld bytes", static_cast<long long>(n));
+  } else {
+    std::snprintf(buf, sizeof buf, "%.2f %s", v, units[u]);
+  }
+  return buf;
+}
+
+int64_t host_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : 0;
+}
 }  // namespace
 
 EagerMode parse_mode(const std::string& name) {
@@ -34,9 +64,17 @@ const char* mode_name(EagerMode m) {
   return "?";
 }
 
+StorageValue::StorageValue(int64_t nbytes, int device) : nbytes_(nbytes), device_(device) {
+  Runtime::get().add_held(device_, nbytes_);
+}
+
 StorageValue::~StorageValue() {
-  if ((pending_gen != 0 || param_gen != 0) && Runtime::initialized()) {
-    Runtime& rt = Runtime::get();
+  // In a forked child the parent's locks may be held by threads that do not
+  // exist there: the value is left alone.
+  if (!Runtime::initialized() || forked_child) return;
+  Runtime& rt = Runtime::get();
+  rt.add_held(device_, -nbytes_);
+  if (pending_gen != 0 || param_gen != 0) {
     std::lock_guard<std::recursive_mutex> lock(rt.device_lock(device_));
     rt.fused(device_).forget(this);
   }
@@ -69,7 +107,7 @@ pjrt::ElementType to_pjrt(ir::DType t) {
 
 void Runtime::init(const std::string& plugin_path, int64_t cpu_devices) {
   std::lock_guard<std::mutex> lock(init_mu);
-  if (instance()) return;
+  if (instance) return;
   std::unique_ptr<Runtime> r(new Runtime());
   const pjrt::Plugin& plugin = pjrt::Plugin::load(plugin_path);
   r->client_ = pjrt::Client::create(plugin, cpu_devices);
@@ -77,39 +115,100 @@ void Runtime::init(const std::string& plugin_path, int64_t cpu_devices) {
   h.str(r->client_->platform_name().c_str());
   h.str(r->client_->platform_version().c_str());
   r->salt_ = h.key();
-  for (int d = 0; d < r->client_->num_devices(); ++d) {
+  const int n = r->client_->num_devices();
+  r->held_.reset(new std::atomic<int64_t>[n]);
+  for (int d = 0; d < n; ++d) {
     r->device_locks_.push_back(std::make_unique<std::recursive_mutex>());
     r->fused_.push_back(std::make_unique<FusedGraph>(d));
+    r->held_[d] = 0;
+    int64_t limit = r->client_->memory_limit(d);
+    if (limit <= 0 && r->client_->platform_name() == "cpu") {
+      limit = host_memory_bytes();
+      r->shared_host_memory_ = true;
+    }
+    r->capacity_.push_back(std::max<int64_t>(limit, 0));
   }
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
   r->compile_pool_ = std::make_unique<ThreadPool>(std::max(1, cores - 1));
   Runtime* raw = r.get();
   r->executor_ = std::make_unique<Executor>([raw](std::shared_ptr<const DeviceError> e) { raw->record_error(e); });
-  instance() = std::move(r);
+  static std::once_flag at_fork;
+  std::call_once(at_fork, [] { pthread_atfork(nullptr, nullptr, &mark_forked_child); });
+  instance = r.release();
 }
 
-bool Runtime::initialized() { return instance() != nullptr; }
+bool Runtime::initialized() { return instance != nullptr; }
 
 Runtime& Runtime::get() {
-  if (!instance()) throw std::runtime_error("torchtpu runtime is not initialized (import torchtpu first)");
-  return *instance();
+  Runtime* rt = instance;
+  if (!rt) throw std::runtime_error("torchtpu runtime is not initialized (import torchtpu first)");
+  if (forked_child)
+    throw std::runtime_error(
+        "Cannot re-initialize torchtpu in forked subprocess. To use torchtpu with multiprocessing, you must use "
+        "the 'spawn' start method");
+  return *rt;
 }
+
+int Runtime::device_count() {
+  Runtime* rt = instance;
+  return rt ? rt->num_devices() : 0;
+}
+
+void Runtime::set_park_hook(bool (*may_park)()) { park_hook = may_park; }
 
 void Runtime::shutdown() {
+  if (forked_child) return;  // the parent's threads and locks are not here
   std::lock_guard<std::mutex> lock(init_mu);
-  if (!instance()) return;
-  Runtime& rt = *instance();
+  Runtime* rt = instance;
+  if (!rt || rt->closing_) return;
+  rt->closer_ = thread_token();
+  rt->closing_ = true;
+  // Threads inside the runtime finish what they are doing (an op, a sync
+  // point); new ones are refused at the entry. Bounded: a thread may be
+  // waiting on a long compile.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (rt->inside_ > 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   try {
-    rt.flush_fused();
-    rt.executor_->wait_device();
-  } catch (...) {
+    rt->flush_fused();
+      rt->executor_->settle_all();
+    } catch (const std::exception&) {
+    // Errors of work nobody can read any more.
   }
-  rt.executor_->stop();
+  rt->executor_->stop();
+  rt->compile_pool_->stop();
 }
 
-Runtime::~Runtime() {
-  if (executor_) executor_->stop();
-  compile_pool_.reset();
+Runtime::Entry::Entry(bool admit) {
+  if (entry_depth++ > 0) return;
+  try {
+    Runtime& rt = Runtime::get();
+    if (rt.closing_ && rt.closer_ != thread_token()) rt.refuse_after_shutdown();
+    if (admit) rt.executor_->admit();
+    rt.inside_.fetch_add(1);
+    rt_ = &rt;
+    if (rt.closing_ && rt.closer_ != thread_token()) rt.refuse_after_shutdown();
+  } catch (...) {
+    if (rt_) rt_->inside_.fetch_sub(1);
+    --entry_depth;
+    throw;
+  }
+}
+
+Runtime::Entry::~Entry() {
+  --entry_depth;
+  if (rt_) rt_->inside_.fetch_sub(1);
+}
+
+void Runtime::refuse_after_shutdown() {
+  bool (*may_park)() = park_hook;
+  if (may_park && may_park()) {
+    // The interpreter is exiting: this thread must not return into it
+    // (taking the GIL there ends the thread from inside a destructor, which
+    // aborts the process). It waits here until the process ends.
+    for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+  }
+  throw std::runtime_error("torchtpu was shut down (the interpreter is exiting); no more device work is accepted");
 }
 
 void Runtime::set_mode(EagerMode m) {
@@ -122,32 +221,75 @@ void Runtime::set_mode(EagerMode m) {
 }
 
 void Runtime::record_error(std::shared_ptr<const DeviceError> e) {
+  std::set<uint64_t> issuers;
+  for (const OpSite& s : e->sites()) issuers.insert(s.where.issuer == kAnyIssuer ? 0 : s.where.issuer);
+  if (issuers.empty()) issuers.insert(0);
   std::lock_guard<std::mutex> lock(error_mu_);
-  if (!first_error_) first_error_ = std::move(e);
+  for (uint64_t t : issuers) {
+    auto& list = unraised_[t];
+    if (list.size() < 64) list.push_back(e);
+  }
+}
+
+void Runtime::mark_raised(const std::shared_ptr<const DeviceError>& e) {
+  if (!e) return;
+  std::lock_guard<std::mutex> lock(error_mu_);
+  for (auto it = unraised_.begin(); it != unraised_.end();) {
+    auto& list = it->second;
+    list.erase(std::remove(list.begin(), list.end(), e), list.end());
+    it = list.empty() ? unraised_.erase(it) : std::next(it);
+  }
 }
 
 void Runtime::raise_pending_error() {
-  std::shared_ptr<const DeviceError> e;
+  std::vector<std::shared_ptr<const DeviceError>> mine;
   {
     std::lock_guard<std::mutex> lock(error_mu_);
-    e.swap(first_error_);
+    for (uint64_t t : {thread_token(), uint64_t{0}}) {
+      auto it = unraised_.find(t);
+      if (it == unraised_.end()) continue;
+      mine.insert(mine.end(), it->second.begin(), it->second.end());
+      unraised_.erase(it);
+    }
+    // Raised here: other threads that contributed ops do not raise them.
+    for (auto it = unraised_.begin(); it != unraised_.end();) {
+      auto& list = it->second;
+      for (const auto& e : mine) list.erase(std::remove(list.begin(), list.end(), e), list.end());
+      it = list.empty() ? unraised_.erase(it) : std::next(it);
+    }
   }
-  if (e) throw e->described();
+  if (mine.empty()) return;
+  DeviceError first = mine[0]->described();
+  if (mine.size() == 1) throw first;
+  throw DeviceError(std::string(first.what()) + "\n(" + std::to_string(mine.size() - 1) +
+                        " later error(s) of queued work from this thread were dropped)",
+                    first.code());
 }
 
 pjrt::BufferPtr Runtime::wait_value(const SlotPtr& slot) {
+  pjrt::BufferPtr buf;
   try {
-    return slot->get();
+    buf = slot->get();
   } catch (const DeviceError&) {
-    std::lock_guard<std::mutex> lock(error_mu_);
-    if (first_error_ == slot->error()) first_error_.reset();  // raised here, once
+    mark_raised(slot->error());  // raised here, once
     throw;
   }
+  if (const RunPtr& run = slot->run()) {
+    if (std::shared_ptr<const DeviceError> e = executor_->outcome(*run)) {
+      mark_raised(e);
+      throw e->described();
+    }
+  }
+  return buf;
 }
 
 void Runtime::submit(std::unique_ptr<Task> t) {
   try {
     t->key = ir::graph_key(*t->graph, salt_);
+    for (ir::Value v : t->graph->outputs) {
+      const ir::Type& ty = t->graph->type(v);
+      t->bytes += ty.numel() * ir::byte_size(ty.dtype);
+    }
     t->ready_exe = cache_.find(t->key);
     if (!t->ready_exe) {
       auto promise = std::make_shared<std::promise<pjrt::ExecutablePtr>>();
@@ -168,10 +310,14 @@ void Runtime::submit(std::unique_ptr<Task> t) {
     for (const SlotPtr& o : t->outputs) o->fail(failure);
     throw DeviceError(*failure);
   }
-  executor_->submit(std::move(t), /*may_run_here=*/mode_ == EagerMode::kDebug);
-  if (mode_ == EagerMode::kDebug) {
-    executor_->wait_device();
-    raise_pending_error();
+  const bool debug = mode_ == EagerMode::kDebug;
+  RunPtr run = t->run;
+  executor_->submit(std::move(t), /*may_run_here=*/debug);
+  if (debug) {
+    if (std::shared_ptr<const DeviceError> e = executor_->outcome(*run)) {
+      mark_raised(e);
+      throw DeviceError(*e);  // described by the op once it releases the device lock
+    }
   }
 }
 
@@ -183,26 +329,26 @@ void Runtime::flush_fused() {
 }
 
 void Runtime::host_read(StorageValue* s, void* dst, int64_t nbytes) {
+  Entry entry(/*admit=*/false);
   SlotPtr slot;
   {
     std::lock_guard<std::recursive_mutex> lock(device_lock(s->device()));
-    if (s->pending_gen != 0) fused_[s->device()]->flush(FusedGraph::Reason::kSync);
+    fused_[s->device()]->flush_for(s);
     slot = s->slot();
   }
   if (!slot) {
     std::memset(dst, 0, nbytes);
-    raise_pending_error();
     return;
   }
   pjrt::BufferPtr buf = wait_value(slot);
-  raise_pending_error();
   metrics().d2h_bytes += nbytes;
   buf->to_host(dst, nbytes);
 }
 
 void Runtime::synchronize() {
+  Entry entry(/*admit=*/false);
   flush_fused();
-  executor_->wait_device();
+  executor_->settle_all();
   raise_pending_error();
 }
 
@@ -217,6 +363,30 @@ T to_float(const HostScalar& s) {
   return s.integral ? static_cast<T>(s.i) : static_cast<T>(s.d);
 }
 }  // namespace
+
+int64_t Runtime::memory_capacity(int device) const {
+  const int64_t o = capacity_override_;
+  return o >= 0 ? o : capacity_.at(device);
+}
+
+int64_t Runtime::memory_held(int device) const {
+  if (!shared_host_memory_) return held_[device];
+  int64_t sum = 0;
+  for (int d = 0; d < num_devices(); ++d) sum += held_[d];
+  return sum;
+}
+
+void Runtime::add_held(int device, int64_t delta) { held_[device].fetch_add(delta, std::memory_order_relaxed); }
+
+std::string Runtime::allocation_failure(int64_t nbytes, int device) const {
+  const int64_t cap = memory_capacity(device);
+  if (cap <= 0 || nbytes <= 0) return "";
+  const int64_t held = memory_held(device);
+  if (nbytes <= cap - held) return "";
+  return "tpu out of memory: tried to allocate " + human_bytes(nbytes) + " on tpu:" + std::to_string(device) +
+         " (capacity " + human_bytes(cap) + (shared_host_memory_ ? ", the host's memory" : "") + "; " +
+         human_bytes(held) + " held by live tpu tensors)";
+}
 
 pjrt::BufferPtr Runtime::scalar_buffer(ir::DType dtype, HostScalar s, int device) {
   uint64_t bits;

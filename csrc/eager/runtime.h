@@ -25,10 +25,11 @@ class FusedGraph;
 // elements: a Slot (filled by a queued program or an upload), a pending value
 // in the device's fused graph, or nothing yet (reads as zeros). Values are
 // immutable; a write swaps in a new one, so every alias sees it. All members
-// but the size are guarded by the device lock (Runtime::device_lock).
+// but the size are guarded by the device lock (Runtime::device_lock). Its
+// bytes count as held on the device while it lives.
 class StorageValue {
  public:
-  StorageValue(int64_t nbytes, int device) : nbytes_(nbytes), device_(device) {}
+  StorageValue(int64_t nbytes, int device);
   ~StorageValue();  // leaves the fused graph, so a dead value gets no output
   StorageValue(const StorageValue&) = delete;
   StorageValue& operator=(const StorageValue&) = delete;
@@ -36,8 +37,6 @@ class StorageValue {
   int64_t nbytes() const { return nbytes_; }
   int device() const { return device_; }
   int64_t numel(ir::DType dtype) const { return nbytes_ / ir::byte_size(dtype); }
-  // Grows (or shrinks) the storage; contents are kept by the caller.
-  void set_nbytes(int64_t nbytes) { nbytes_ = nbytes; }
 
   bool has_value() const { return slot_ || pending_gen != 0; }
   ir::DType dtype() const { return dtype_; }
@@ -75,15 +74,42 @@ struct HostScalar {
   static HostScalar of_float(double v) { return {false, 0, v}; }
 };
 
+// The process's device runtime. Created once and never destroyed (threads
+// that outlive interpreter exit may still hold it). In a child forked after
+// it was created, get() raises at once: the parent's client and threads do
+// not exist there.
 class Runtime {
  public:
   // Loads the plugin and creates the client; idempotent for the same args.
   static void init(const std::string& plugin_path, int64_t cpu_devices);
   static bool initialized();
+  // Raises std::runtime_error in a forked child.
   static Runtime& get();
-  // Finishes queued work and stops the executor (at interpreter exit).
+  // Devices of the client, 0 before init; never raises.
+  static int device_count();
+  // At interpreter exit: stops accepting work from other threads, waits a
+  // bounded time for threads inside the runtime, finishes queued work, and
+  // joins the executor and compile threads.
   static void shutdown();
-  ~Runtime();
+
+  // Entering the runtime from a user thread, for an op (admit: may wait for
+  // room in the queue) or a sync point. Raises in a forked child. After
+  // shutdown() a thread other than the one that shut down is parked for
+  // good if the park hook allows (a Python thread that must not return to
+  // an exiting interpreter), else it raises. Nested entries are free.
+  class Entry {
+   public:
+    explicit Entry(bool admit);
+    ~Entry();
+    Entry(const Entry&) = delete;
+    Entry& operator=(const Entry&) = delete;
+
+   private:
+    Runtime* rt_ = nullptr;
+  };
+  // Whether a thread entering after shutdown may be parked (installed by
+  // the Python layer).
+  static void set_park_hook(bool (*may_park)());
 
   pjrt::Client& client() { return *client_; }
   int num_devices() const { return client_->num_devices(); }
@@ -117,10 +143,16 @@ class Runtime {
   // pool, and the executor runs it in order. In Debug mode, waits for it and
   // raises its error.
   void submit(std::unique_ptr<Task> t);
+  // The queue's bound: programs, and bytes of their outputs, queued or
+  // running (Executor::admit).
+  void set_queue_limits(int64_t max_ops, int64_t max_bytes) { executor_->set_limits(max_ops, max_bytes); }
+  Executor& executor() { return *executor_; }
 
   // Sync points. host_read flushes pending work the storage depends on,
-  // waits for its value and copies it to `dst`; synchronize waits for all
-  // work. Both raise the first error of queued work (DeviceError).
+  // waits for its value and copies it to `dst`, raising the error of the
+  // work that computed it; synchronize waits for all work and raises the
+  // first error not yet raised of work this thread issued. An error is
+  // raised once (DeviceError); errors of other threads' work are theirs.
   void host_read(StorageValue* s, void* dst, int64_t nbytes);
   void synchronize();
   // Waits until every queued program has been handed to the device (not
@@ -128,11 +160,23 @@ class Runtime {
   void drain() { executor_->drain(); }
   // Materializes every device's pending fused graph (queues it).
   void flush_fused();
-  // Raises (and clears) the first error recorded from queued work.
+  // Raises (and forgets) the first error of this thread's queued work not
+  // raised yet.
   void raise_pending_error();
-  // Waits for a value; its error is raised once (not again at the next
-  // sync point).
+  // Waits until a value is computed and returns it; raises the error of the
+  // work that computed it.
   pjrt::BufferPtr wait_value(const SlotPtr& slot);
+
+  // Device memory: the bytes a device can hold (PJRT's limit, else the
+  // host's memory for XLA:CPU, whose devices share it; 0: unknown) and the
+  // bytes live storages hold. allocation_failure says why `nbytes` more do
+  // not fit, or returns "" when they do.
+  int64_t memory_capacity(int device) const;
+  int64_t memory_held(int device) const;
+  std::string allocation_failure(int64_t nbytes, int device) const;
+  void add_held(int device, int64_t delta);
+  // Overrides the capacity of every device (tests); 0 turns the check off, -1 restores.
+  void set_memory_capacity(int64_t bytes) { capacity_override_ = bytes; }
 
   // A 0-d device buffer holding `value` (recently used values are kept).
   pjrt::BufferPtr scalar_buffer(ir::DType dtype, HostScalar value, int device);
@@ -141,6 +185,9 @@ class Runtime {
  private:
   Runtime() = default;
   void record_error(std::shared_ptr<const DeviceError> e);
+  // The error was raised: no thread's synchronize() raises it again.
+  void mark_raised(const std::shared_ptr<const DeviceError>& e);
+  [[noreturn]] void refuse_after_shutdown();
   std::unique_ptr<pjrt::Client> client_;
   std::atomic<EagerMode> mode_{EagerMode::kStrict};
   cache::ExecutableCache cache_;
@@ -152,8 +199,19 @@ class Runtime {
   std::unique_ptr<ThreadPool> compile_pool_;
   std::unique_ptr<Executor> executor_;
 
+  // Errors of queued work not raised yet, by issuing thread (a program
+  // whose ops came from several threads is listed under each).
   std::mutex error_mu_;
-  std::shared_ptr<const DeviceError> first_error_;
+  std::unordered_map<uint64_t, std::vector<std::shared_ptr<const DeviceError>>> unraised_;
+
+  std::vector<int64_t> capacity_;  // per device; 0 unknown
+  bool shared_host_memory_ = false;
+  std::unique_ptr<std::atomic<int64_t>[]> held_;
+  std::atomic<int64_t> capacity_override_{-1};
+
+  std::atomic<bool> closing_{false};
+  std::atomic<uint64_t> closer_{0};
+  std::atomic<int> inside_{0};  // threads between Entry and its end
 
   struct ScalarKey {
     uint64_t bits;

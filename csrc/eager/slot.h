@@ -15,11 +15,22 @@
 
 namespace torchtpu::eager {
 
-// Where an op was issued: the op's name and an opaque reference to the user's
-// source position, resolved to text only when an error is reported.
+// A small number naming the calling thread (never reused), so an error of
+// queued work goes to the thread that issued it.
+uint64_t thread_token();
+// The issuer of an op whose thread is not known (a backward op whose forward
+// op was not found): it joins the fused graph of its inputs, and its errors
+// go to any thread's synchronize().
+constexpr uint64_t kAnyIssuer = ~uint64_t{0};
+
+// Where an op was issued: the op's name, an opaque reference to the user's
+// source position (resolved to text only when an error is reported), and the
+// thread the error belongs to (for a backward op, the thread that issued its
+// forward op).
 struct SiteRef {
   const void* code = nullptr;  // owned by the site provider (kept alive there)
   int lasti = -1;
+  uint64_t issuer = 0;
 };
 struct OpSite {
   const char* op = "";
@@ -28,6 +39,7 @@ struct OpSite {
 
 // Installed by the Python layer: capture the current user frame, and format a
 // captured one ("train.py:42 in step"). Without them sites are op names only.
+// capture_site() always names an issuer (this thread when the hook does not).
 using SiteCaptureFn = SiteRef (*)();
 using SiteFormatFn = std::string (*)(SiteRef);
 void set_site_hooks(SiteCaptureFn capture, SiteFormatFn format);
@@ -59,37 +71,76 @@ void set_cpp_stacktraces(bool on);
 bool cpp_stacktraces();
 
 // An error from queued work, raised at a sync point. `code` is the PJRT
-// (absl) status code, 0 when the error did not come from PJRT.
+// (absl) status code, 0 when the error did not come from PJRT; an
+// out-of-memory that a plugin reports with another code (XLA:CPU's
+// execution events say "Compute error: ... Out of memory") gets code 8,
+// RESOURCE_EXHAUSTED.
 // The executor records the failing ops' sites; described() turns them into
 // text on the raising thread (resolving a site takes the GIL, which the
 // executor thread must never wait for).
 class DeviceError : public std::runtime_error {
  public:
   DeviceError(const std::string& what, int code, std::vector<OpSite> sites = {})
-      : std::runtime_error(what), code_(code), sites_(std::move(sites)) {}
+      : std::runtime_error(what), code_(status_code(code, what)), sites_(std::move(sites)) {}
   int code() const { return code_; }
   bool out_of_memory() const { return code_ == 8; }
+  const std::vector<OpSite>& sites() const { return sites_; }
   // The error with its message naming the ops and their source lines (the
   // error itself while this thread builds an op: see current_op()).
   DeviceError described() const;
 
  private:
+  static int status_code(int code, const std::string& what);
   int code_;
   std::vector<OpSite> sites_;
 };
+
+// What became of one queued program. Queued, then executed (handed to the
+// device; its completion event is known), then settled: finished, or failed
+// with an error. Shared by the program's output slots, so a reader can learn
+// whether the value it read was computed.
+class Run {
+ public:
+  void executed(uint64_t seq, std::shared_ptr<pjrt::Event> done);
+  // The first call decides; `e` null means success.
+  void settle(std::shared_ptr<const DeviceError> e);
+  bool settled() const { return settled_.load(std::memory_order_acquire); }
+  // Only after settled(): the error (null on success).
+  const std::shared_ptr<const DeviceError>& error() const { return err_; }
+  // Waits until executed or settled; returns the execution's order number
+  // (0 when it settled without executing).
+  uint64_t wait_executed();
+  // Null until executed.
+  std::shared_ptr<pjrt::Event> done_event();
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t seq_ = 0;
+  std::shared_ptr<pjrt::Event> done_;
+  std::atomic<bool> settled_{false};
+  std::shared_ptr<const DeviceError> err_;
+};
+using RunPtr = std::shared_ptr<Run>;
 
 // One value: empty until the op that computes it has run.
 class Slot {
  public:
   static std::shared_ptr<Slot> ready(pjrt::BufferPtr b);
-  void fill(pjrt::BufferPtr b);
+  // The program `run` produced `b`; the device may still be computing it.
+  void fill(pjrt::BufferPtr b, RunPtr run);
   void fail(std::shared_ptr<const DeviceError> e);
   bool done() const { return done_.load(std::memory_order_acquire); }
   // Waits until the slot is filled; throws the DeviceError of a failed op.
   pjrt::BufferPtr get();
-  // Only after done(): the buffer (null if failed) and the error.
+  // Only after done(): the buffer (null if failed).
   const pjrt::BufferPtr& buffer() const { return buf_; }
-  const std::shared_ptr<const DeviceError>& error() const { return err_; }
+  // Only after done(): the error known so far (the program did not run, or
+  // its run settled with an error), else null.
+  std::shared_ptr<const DeviceError> error() const;
+  // Only after done(): the program that produced the value (null for an
+  // upload or a failure before it ran).
+  const RunPtr& run() const { return run_; }
   // Drops the buffer once it was donated to a program.
   void release() { buf_.reset(); }
 
@@ -98,6 +149,7 @@ class Slot {
   std::mutex mu_;
   std::condition_variable cv_;
   pjrt::BufferPtr buf_;
+  RunPtr run_;
   std::shared_ptr<const DeviceError> err_;
 };
 using SlotPtr = std::shared_ptr<Slot>;

@@ -478,6 +478,18 @@ Client::~Client() {
   destroy_error(api_, api_->PJRT_Client_Destroy(&a));
 }
 
+int64_t Client::memory_limit(int device) const {
+  if (!PJRT_HAS(api_, PJRT_Device_MemoryStats)) return -1;
+  PJRT_ARGS(Device_MemoryStats, a);
+  a.device = devices_.at(device);
+  PJRT_Error* err = api_->PJRT_Device_MemoryStats(&a);
+  if (err != nullptr) {
+    destroy_error(api_, err);
+    return -1;
+  }
+  return a.bytes_limit_is_set ? a.bytes_limit : -1;
+}
+
 BufferPtr Client::buffer_from_host(const void* data, ElementType type,
                                    const std::vector<int64_t>& dims, int device) const {
   PJRT_Device* dev = devices_.at(device);

@@ -150,6 +150,9 @@ class Client {
   const std::string& platform_version() const { return platform_version_; }
   int num_devices() const { return static_cast<int>(devices_.size()); }
   PJRT_Device* device(int i) const { return devices_.at(i); }
+  // Bytes of memory the device can hold (PJRT_Device_MemoryStats'
+  // bytes_limit), or -1 when the plugin does not say (XLA:CPU).
+  int64_t memory_limit(int device) const;
   // Copies dense row-major host data to the device; the copy is complete (host
   // memory reusable) when this returns.
   BufferPtr buffer_from_host(const void* data, ElementType type,

@@ -1,6 +1,7 @@
 // torchtpu._C: the only pybind layer. Thin bindings over the runtime, the
 // device registration, metrics and the generator.
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/csrc/autograd/function.h>
 #include <torch/extension.h>
 
 #include "aten/device.h"
@@ -22,6 +23,25 @@ namespace {
 
 torchtpu::aten::TpuGenerator* generator(int device) {
   return at::check_generator<torchtpu::aten::TpuGenerator>(torchtpu::aten::default_generator(device));
+}
+
+// A thread that enters the runtime after interpreter exit began waits there
+// for good if it is a Python thread that released the GIL (it must not take
+// it back from a finalizing interpreter); the autograd engine's threads and
+// threads holding the GIL get an error instead.
+bool may_park() {
+  return Py_IsInitialized() && PyGILState_GetThisThreadState() != nullptr && !PyGILState_Check() &&
+         !torch::autograd::get_current_node();
+}
+
+py::dict queue_state() {
+  auto& ex = Runtime::get().executor();
+  py::dict d;
+  d["pending_ops"] = ex.pending_ops();
+  d["pending_bytes"] = ex.pending_bytes();
+  d["max_ops"] = ex.max_ops();
+  d["max_bytes"] = ex.max_bytes();
+  return d;
 }
 
 py::dict metrics() {
@@ -69,8 +89,16 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_init", [](const std::string& plugin, int64_t devices) {
     Runtime::init(plugin, devices);
+    Runtime::set_park_hook(&may_park);
     torchtpu::aten::register_device();
   });
+  m.def("_set_queue_limits", [](int64_t max_ops, int64_t max_bytes) {
+    Runtime::get().set_queue_limits(max_ops, max_bytes);
+  });
+  m.def("_queue_state", &queue_state);
+  m.def("_set_memory_capacity", [](int64_t bytes) { Runtime::get().set_memory_capacity(bytes); });
+  m.def("_memory_capacity", [](int device) { return Runtime::get().memory_capacity(device); });
+  m.def("_memory_held", [](int device) { return Runtime::get().memory_held(device); });
   m.def("_install_site_hooks", &torchtpu::python::install_site_hooks);
   m.def("_shutdown", [] {
     py::gil_scoped_release nogil;
@@ -88,8 +116,7 @@ PYBIND11_MODULE(_C, m) {
     {
       Runtime& rt = Runtime::get();
       std::lock_guard<std::recursive_mutex> lock(rt.device_lock(t.device().index()));
-      if (torchtpu::aten::storage_value(t)->pending_gen != 0) rt.fused(t.device().index()).flush(
-          torchtpu::eager::FusedGraph::Reason::kSync);
+      rt.fused(t.device().index()).flush_for(torchtpu::aten::storage_value(t));
       slot = torchtpu::aten::storage_value(t)->slot();
     }
     if (!slot) return 0;
@@ -99,7 +126,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_fused_max_ops", &torchtpu::eager::set_fused_max_ops);
   m.def("_fused_max_ops", &torchtpu::eager::fused_max_ops);
   m.def("_initialized", &Runtime::initialized);
-  m.def("_device_count", [] { return Runtime::get().num_devices(); });
+  m.def("_device_count", [] { return Runtime::device_count(); });
   m.def("_set_device", [](int index) {
     c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1)
         ->setDevice(c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(index)));

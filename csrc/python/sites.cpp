@@ -78,10 +78,12 @@ eager::SiteRef capture() {
     const uint64_t seq = node->sequence_nr() + 1;
     std::lock_guard<std::mutex> lock(ring_mu);
     const RingEntry& e = ring[seq % kRing];
-    return e.seq == seq ? e.site : eager::SiteRef{};
+    if (e.seq == seq && e.site.issuer != 0) return e.site;
+    return eager::SiteRef{nullptr, -1, eager::kAnyIssuer};
   }
   if (!Py_IsInitialized()) return {};
   eager::SiteRef s = python_site();
+  s.issuer = eager::thread_token();  // a backward op's errors go to its forward op's thread
   const uint64_t seq = at::sequence_number::peek();
   std::lock_guard<std::mutex> lock(ring_mu);
   ring[seq % kRing] = RingEntry{seq, s};
