@@ -408,6 +408,7 @@ pjrt::BufferPtr Runtime::scalar_buffer(ir::DType dtype, double value, int device
 }
 
 pjrt::BufferPtr Runtime::upload(const void* data, ir::DType dtype, const ir::Dims& dims, int device) {
+  Entry entry(/*admit=*/false);
   int64_t n = ir::byte_size(dtype);
   for (int64_t d : dims) n *= d;
   metrics().h2d_bytes += n;
