@@ -425,18 +425,23 @@ def test_exit_while_a_daemon_thread_issues_ops_is_clean(mode):
         r = subprocess.run([sys.executable, "-c", EXIT, mode, str(0.3 + 0.1 * i)], capture_output=True, text=True,
                            timeout=60, cwd=ROOT)
         assert r.returncode == 0 and "terminate" not in r.stderr, (i, r.returncode, r.stderr[-2000:])
+        assert "Traceback" not in r.stderr, r.stderr[-2000:]  # the thread is stopped, not failed
         assert r.stdout.strip().splitlines()[-1] == "exiting"
         assert time.time() - t0 < 60
 
 
 def test_main_thread_work_in_late_exit_handlers_still_runs():
+    """An exit handler registered before the import runs after torchtpu shut
+    down; the main thread's work still runs. (Not a backward pass: PyTorch's
+    autograd thread may abort when it ends during interpreter finalization,
+    with or without torchtpu.)"""
     r = run_python(
         "import atexit, torch\n"
-        "atexit.register(lambda: print('late', (torch.ones(2, device='tpu') * 3).sum().item()))\n"
+        "atexit.register(lambda: print('late', (torch.ones(2, device='tpu') * 3).tolist()))\n"
         "import torchtpu\n"
         "print('early', (torch.ones(2, device='tpu') * 2).sum().item())\n", timeout=60)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip().splitlines()[-2:] == ["early 4.0", "late 6.0"], r.stdout
+    assert r.stdout.strip().splitlines()[-2:] == ["early 4.0", "late [3.0, 3.0]"], r.stdout
 
 
 # ---- stress ---------------------------------------------------------------------

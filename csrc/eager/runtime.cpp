@@ -20,7 +20,7 @@ namespace {
 std::atomic<Runtime*> instance{nullptr};  // never deleted
 std::mutex init_mu;
 std::atomic<bool> forked_child{false};
-std::atomic<bool (*)()> park_hook{nullptr};
+std::atomic<bool (*)(uint64_t)> park_hook{nullptr};
 thread_local int entry_depth = 0;
 
 void mark_forked_child() { forked_child.store(true); }
@@ -154,7 +154,7 @@ int Runtime::device_count() {
   return rt ? rt->num_devices() : 0;
 }
 
-void Runtime::set_park_hook(bool (*may_park)()) { park_hook = may_park; }
+void Runtime::set_park_hook(bool (*may_park)(uint64_t)) { park_hook = may_park; }
 
 void Runtime::shutdown() {
   if (forked_child) return;  // the parent's threads and locks are not here
@@ -171,8 +171,8 @@ void Runtime::shutdown() {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   try {
     rt->flush_fused();
-      rt->executor_->settle_all();
-    } catch (const std::exception&) {
+    rt->executor_->settle_all();
+  } catch (const std::exception&) {
     // Errors of work nobody can read any more.
   }
   rt->executor_->stop();
@@ -183,11 +183,11 @@ Runtime::Entry::Entry(bool admit) {
   if (entry_depth++ > 0) return;
   try {
     Runtime& rt = Runtime::get();
-    if (rt.closing_ && rt.closer_ != thread_token()) rt.refuse_after_shutdown();
+    if (rt.closing_ && rt.closer_ != thread_token()) rt.park_if_exiting();
     if (admit) rt.executor_->admit();
     rt.inside_.fetch_add(1);
     rt_ = &rt;
-    if (rt.closing_ && rt.closer_ != thread_token()) rt.refuse_after_shutdown();
+    if (rt.closing_ && rt.closer_ != thread_token()) rt.park_if_exiting();
   } catch (...) {
     if (rt_) rt_->inside_.fetch_sub(1);
     --entry_depth;
@@ -200,15 +200,13 @@ Runtime::Entry::~Entry() {
   if (rt_) rt_->inside_.fetch_sub(1);
 }
 
-void Runtime::refuse_after_shutdown() {
-  bool (*may_park)() = park_hook;
-  if (may_park && may_park()) {
-    // The interpreter is exiting: this thread must not return into it
-    // (taking the GIL there ends the thread from inside a destructor, which
-    // aborts the process). It waits here until the process ends.
-    for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
-  }
-  throw std::runtime_error("torchtpu was shut down (the interpreter is exiting); no more device work is accepted");
+void Runtime::park_if_exiting() {
+  bool (*may_park)(uint64_t) = park_hook;
+  if (!may_park || !may_park(closer_)) return;
+  // The interpreter is exiting: this thread must not return into it (taking
+  // the GIL there ends the thread from inside a destructor, which aborts the
+  // process). It waits here until the process ends.
+  for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
 }
 
 void Runtime::set_mode(EagerMode m) {
@@ -426,6 +424,7 @@ pjrt::BufferPtr Runtime::scalar_buffer(ir::DType dtype, HostScalar s, int device
 }
 
 pjrt::BufferPtr Runtime::upload(const void* data, ir::DType dtype, const ir::Dims& dims, int device) {
+  Entry entry(/*admit=*/false);
   int64_t n = ir::byte_size(dtype);
   for (int64_t d : dims) n *= d;
   metrics().h2d_bytes += n;

@@ -95,8 +95,9 @@ class Runtime {
   // Entering the runtime from a user thread, for an op (admit: may wait for
   // room in the queue) or a sync point. Raises in a forked child. After
   // shutdown() a thread other than the one that shut down is parked for
-  // good if the park hook allows (a Python thread that must not return to
-  // an exiting interpreter), else it raises. Nested entries are free.
+  // good if the park hook says it must not return to the exiting
+  // interpreter; others (the exiting thread, one holding the GIL) run their
+  // work on the spot. Nested entries are free.
   class Entry {
    public:
     explicit Entry(bool admit);
@@ -107,9 +108,9 @@ class Runtime {
    private:
     Runtime* rt_ = nullptr;
   };
-  // Whether a thread entering after shutdown may be parked (installed by
-  // the Python layer).
-  static void set_park_hook(bool (*may_park)());
+  // Whether a thread entering after shutdown may be parked, given the
+  // thread that shut down (installed by the Python layer).
+  static void set_park_hook(bool (*may_park)(uint64_t exiting_thread));
 
   pjrt::Client& client() { return *client_; }
   int num_devices() const { return client_->num_devices(); }
@@ -187,7 +188,7 @@ class Runtime {
   void record_error(std::shared_ptr<const DeviceError> e);
   // The error was raised: no thread's synchronize() raises it again.
   void mark_raised(const std::shared_ptr<const DeviceError>& e);
-  [[noreturn]] void refuse_after_shutdown();
+  void park_if_exiting();
   std::unique_ptr<pjrt::Client> client_;
   std::atomic<EagerMode> mode_{EagerMode::kStrict};
   cache::ExecutableCache cache_;

@@ -1,6 +1,7 @@
 // torchtpu._C: the only pybind layer. Thin bindings over the runtime, the
 // device registration, metrics and the generator.
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <stdlib.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/extension.h>
 
@@ -26,12 +27,20 @@ torchtpu::aten::TpuGenerator* generator(int device) {
 }
 
 // A thread that enters the runtime after interpreter exit began waits there
-// for good if it is a Python thread that released the GIL (it must not take
-// it back from a finalizing interpreter); the autograd engine's threads and
-// threads holding the GIL get an error instead.
-bool may_park() {
-  return Py_IsInitialized() && PyGILState_GetThisThreadState() != nullptr && !PyGILState_Check() &&
-         !torch::autograd::get_current_node();
+// for good when returning would take it back into the finalizing interpreter:
+// a Python thread that released the GIL, or the autograd engine's thread
+// running a backward pass for such a thread (one whose forward ops another
+// thread than the exiting one issued). Others run their work.
+bool may_park(uint64_t exiting_thread) {
+  if (torch::autograd::get_current_node()) {
+    const uint64_t issuer = torchtpu::eager::capture_site().issuer;  // the forward op's thread
+    if (issuer == exiting_thread || issuer == torchtpu::eager::kAnyIssuer) return false;
+    // The engine would wait 10 s at exit for this thread to end; it never
+    // will (a user's own setting is kept).
+    setenv("TORCH_AUTOGRAD_SHUTDOWN_WAIT_LIMIT", "0", /*overwrite=*/0);
+    return true;
+  }
+  return Py_IsInitialized() && PyGILState_GetThisThreadState() != nullptr && !PyGILState_Check();
 }
 
 py::dict queue_state() {

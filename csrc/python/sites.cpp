@@ -5,6 +5,7 @@
 // engine takes the site of the forward op that created its node.
 #include <Python.h>
 #include <ATen/SequenceNumber.h>
+#include <ATen/record_function.h>
 #include <torch/csrc/autograd/function.h>
 
 #include <array>
@@ -39,14 +40,20 @@ bool internal(PyCodeObject* code) {
   return in;
 }
 
-// Forward sites by autograd sequence number, so backward ops find theirs.
+// Forward sites by (forward thread, autograd sequence number), so backward
+// ops find theirs; and each forward thread's issuer token, so a backward op
+// whose site was not kept still goes to its forward thread.
 constexpr size_t kRing = 1 << 14;
 struct RingEntry {
   uint64_t seq = 0;
+  uint64_t thread = 0;  // at::RecordFunction::currentThreadId() of the forward op
   eager::SiteRef site;
 };
 std::mutex ring_mu;
 std::array<RingEntry, kRing> ring;
+std::unordered_map<uint64_t, uint64_t> issuer_of_thread;  // guarded by ring_mu
+
+size_t ring_index(uint64_t seq, uint64_t thread) { return (seq + thread * 0x9E3779B97F4A7C15ULL) % kRing; }
 
 eager::SiteRef python_site() {
   eager::SiteRef out;
@@ -75,18 +82,24 @@ eager::SiteRef python_site() {
 
 eager::SiteRef capture() {
   if (auto node = torch::autograd::get_current_node()) {
-    const uint64_t seq = node->sequence_nr() + 1;
+    const uint64_t seq = node->sequence_nr() + 1, thread = node->thread_id();
     std::lock_guard<std::mutex> lock(ring_mu);
-    const RingEntry& e = ring[seq % kRing];
-    if (e.seq == seq && e.site.issuer != 0) return e.site;
-    return eager::SiteRef{nullptr, -1, eager::kAnyIssuer};
+    const RingEntry& e = ring[ring_index(seq, thread)];
+    if (e.seq == seq && e.thread == thread && e.site.issuer != 0) return e.site;
+    auto it = issuer_of_thread.find(thread);
+    return eager::SiteRef{nullptr, -1, it != issuer_of_thread.end() ? it->second : eager::kAnyIssuer};
   }
   if (!Py_IsInitialized()) return {};
   eager::SiteRef s = python_site();
   s.issuer = eager::thread_token();  // a backward op's errors go to its forward op's thread
-  const uint64_t seq = at::sequence_number::peek();
+  const uint64_t seq = at::sequence_number::peek(), thread = at::RecordFunction::currentThreadId();
+  thread_local bool noted = false;
   std::lock_guard<std::mutex> lock(ring_mu);
-  ring[seq % kRing] = RingEntry{seq, s};
+  if (!noted) {
+    issuer_of_thread[thread] = s.issuer;
+    noted = true;
+  }
+  ring[ring_index(seq, thread)] = RingEntry{seq, thread, s};
   return s;
 }
 
