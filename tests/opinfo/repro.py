@@ -39,7 +39,7 @@ def main(argv):
     for i in indices:
         sample = sample_list[i]
         print(f"sample {i}: {harness.describe_sample(sample)}")
-        status, detail, fallbacks = harness.run_sample(op, key, variant, sample)
+        status, detail, fallbacks = harness.run_sample(op, key, variant, sample, harness.DTYPES[dtype])
         print(f"  status {status} {detail} {fallbacks or ''}")
         if status not in ("pass", "skip"):
             fn = {"op": op, "inplace": op.inplace_variant}

@@ -30,6 +30,7 @@ import report  # noqa: E402
 
 DTYPE_NAMES = ("float32", "bfloat16", "float16", "int64", "int32", "bool")
 VARIANT_NAMES = ("functional", "out", "inplace", "grad", "nonfinite")
+MARK = "=== opinfo entry: "
 
 
 def worker_main(conn, mode, log_path, max_samples, threads):
@@ -50,6 +51,7 @@ def worker_main(conn, mode, log_path, max_samples, threads):
         task_id, key, pairs = task
         for variant, dtype in pairs:
             conn.send(("begin", key, variant, dtype))
+            os.write(2, f"{MARK}{key} {variant} {dtype}\n".encode())
             start = time.time()
             record = harness.run_entry(ops[key], key, variant, dtype,
                                        on_sample=lambda i, desc: conn.send(("sample", i, desc)),
@@ -75,7 +77,8 @@ class Worker:
         self.sample = None        # (index, description)
         self.since = time.time()
 
-    def log_tail(self, n=1500):
+    def log_tail(self, n=4000):
+        """The worker's stderr since the start of its current entry."""
         try:
             with open(self.log, "rb") as f:
                 f.seek(0, 2)
@@ -83,6 +86,7 @@ class Worker:
                 text = f.read().decode("utf-8", "replace")
         except OSError:
             return ""
+        text = text.rsplit(MARK, 1)[-1].split("\n", 1)[-1]
         lines = [ln for ln in text.splitlines() if not ln.startswith(("I0000", "WARNING: All log"))]
         return "\n".join(lines[-12:])
 
@@ -132,7 +136,7 @@ def run(args):
         results.append({"op": key, "variant": variant, "dtype": dtype, "status": status, "samples": 0,
                         "counts": {status: 1}, "fallbacks": {}, "seconds": round(time.time() - w.since, 3),
                         "first": {"index": index, "sample": desc, "detail": why}})
-        print(f"  {status}: {key} {variant} {dtype} sample {index}: {why.splitlines()[-1] if why else ''}",
+        print(f"  {status}: {key} {variant} {dtype} sample {index}: {why.splitlines()[0] if why else ''}",
               flush=True)
         rest = [p for p in w.task[2] if p not in w.done_pairs and p != (variant, dtype)]
         if rest:
