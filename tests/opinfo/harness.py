@@ -100,14 +100,20 @@ def _copy_leaf(t, device, grad):
 
 def copy_sample(sample, device):
     """(input, args, kwargs) of `sample` copied to `device`; a `device`
-    keyword (factory functions) is pointed at `device` too."""
+    keyword (factory functions) or a CPU device argument (`Tensor.to`) is
+    pointed at `device` too."""
     def move(x):
         if isinstance(x, torch.Tensor):
             return _copy_leaf(x, device, True)
         return x
 
+    def move_arg(x):
+        if isinstance(x, torch.device) or (isinstance(x, str) and x == "cpu"):
+            return torch.device(device) if torch.device(x).type == "cpu" else x
+        return move(x)
+
     inp = pytree.tree_map(move, sample.input)
-    args = pytree.tree_map(move, tuple(sample.args))
+    args = tuple(move_arg(a) for a in pytree.tree_map(move, tuple(sample.args)))
     kwargs = {}
     for k, v in sample.kwargs.items():
         if k == "device" and v is not None:
@@ -343,7 +349,7 @@ def run_sample(op, key, variant, sample, dtype=None):
     float16 result that differs from the CPU's in that dtype passes when it
     matches the CPU's float32 result rounded to it."""
     fn = {"op": op, "inplace": op.inplace_variant}
-    meta = key in opinfo_table.METADATA_ONLY or (variant, key) in opinfo_table.METADATA_ONLY
+    meta = opinfo_table.metadata_only(key, variant, sample)
     if not any(isinstance(t, torch.Tensor) for t in pytree.tree_leaves((sample.input, sample.args, sample.kwargs))) \
             and "device" not in sample.kwargs:
         return "skip", "no tensor and no device argument: the sample does not reach the device", {}

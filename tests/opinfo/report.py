@@ -114,11 +114,11 @@ def markdown(data):
                 fb[name] += n
                 fb_ops[name].add(r["op"])
         if fb:
-            out += ["", f"### CPU fallbacks ({len(fb)} aten ops)", "", "| aten op | calls | op_db entries |",
-                    "|---|---|---|"]
-            for name, n in fb.most_common():
+            out += ["", f"### CPU fallbacks ({len(fb)} aten ops, by the number of op_db entries using them)", "",
+                    "| aten op | calls | op_db entries |", "|---|---|---|"]
+            for name in sorted(fb, key=lambda k: (-len(fb_ops[k]), k)):
                 ops = sorted(fb_ops[name])
-                out.append(f"| {name} | {n} | {', '.join(ops[:12])}{' ...' if len(ops) > 12 else ''} |")
+                out.append(f"| {name} | {fb[name]} | {len(ops)}: {', '.join(ops[:12])}{' ...' if len(ops) > 12 else ''} |")
         out += ["", "### Every entry", "",
                 "Letters per dtype, in variant order " + ", ".join(VARIANTS) + ": "
                 + ", ".join(f"{v} {k}" for k, v in LETTER.items()) + ", - not applicable.", "",
@@ -175,9 +175,9 @@ def write_failures(data, path):
             for name, n in r.get("fallbacks", {}).items():
                 fb[name] += n
                 fb_ops[name].add(r["op"])
-        out += ["", f"### falls back ({len(fb)} aten ops; calls, op_db entries)", ""]
-        for name, n in fb.most_common():
-            out.append(f"- {name}: {n} calls; {', '.join(sorted(fb_ops[name]))}")
+        out += ["", f"### falls back ({len(fb)} aten ops, by the number of op_db entries using them)", ""]
+        for name in sorted(fb, key=lambda k: (-len(fb_ops[k]), k)):
+            out.append(f"- {name}: {len(fb_ops[name])} entries, {fb[name]} calls: {', '.join(sorted(fb_ops[name]))}")
         out.append("")
     tmp = path + ".tmp"
     with open(tmp, "w") as f:

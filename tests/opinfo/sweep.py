@@ -109,9 +109,16 @@ def make_tasks(args):
         keys = [k for k in keys if k in wanted]
     if args.match:
         keys = [k for k in keys if re.search(args.match, k)]
+    redo = None
+    if args.rerun:
+        wanted = set(args.rerun.split(","))
+        old = report.load(args.json)["entries"].get(args.mode, {})
+        redo = {(r["op"], r["variant"], r["dtype"]) for r in old.values() if r["status"] in wanted}
     tasks = []
     for key in keys:
         pairs = harness.entries(ops[key], args.dtypes, args.variants)
+        if redo is not None:
+            pairs = [(v, d) for v, d in pairs if (key, v, d) in redo]
         if pairs:
             tasks.append((key, pairs))
     return tasks
@@ -211,7 +218,7 @@ def save(args, results, elapsed, partial):
     data = report.load(args.json)
     report.merge(data, args.mode, results, {
         "dtypes": args.dtypes, "variants": args.variants, "seconds": round(elapsed, 1), "jobs": args.jobs,
-        "ops": args.ops or args.match or "all", "partial": partial, "max_samples": args.max_samples,
+        "ops": args.ops or args.match or (f"rerun of {args.rerun}" if args.rerun else "all"), "partial": partial, "max_samples": args.max_samples,
         "finished": time.strftime("%Y-%m-%d %H:%M:%S")})
     report.save(data, args.json, args.md)
     if args.failures:
@@ -232,6 +239,8 @@ def main(argv=None):
     p.add_argument("--max-samples", type=int, default=None, help="samples per entry (default: all)")
     p.add_argument("--json", default=os.path.join(HERE, "report.json"))
     p.add_argument("--md", default=os.path.join(HERE, "report.md"))
+    p.add_argument("--rerun", default="", help="only the entries of report.json with these statuses "
+                   "(comma-separated), for this mode")
     p.add_argument("--failures", default="", help="also write the failures list (markdown) here")
     p.add_argument("--logdir", default="")
     args = p.parse_args(argv)
