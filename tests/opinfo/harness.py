@@ -16,6 +16,19 @@ and an entry takes the worst of its samples (fail > raises > falls_back >
 pass > skip). Crashes and hangs are found by the driver (sweep.py), which runs
 entries in worker processes.
 
+Why a loop over op_db rather than instantiate_device_type_tests: the
+device-type machinery runs every test inside one pytest process (one segfault
+ends the run; a subprocess per generated test would pay ~8 s of imports for
+each of ~10,000 entries); its outcomes are pass/fail/skip, where this report
+needs falls_back and raises, "both raise" as a pass, and the failing sample;
+op_db's skips and xfails are keyed by device type ("cpu", "cuda", "mps"), none
+by "tpu"; and its CPU-comparison test (TestCommon.test_compare_cpu) lives in
+PyTorch's test/test_ops.py, which the wheel does not ship. What PyTorch
+provides is used as is: op_db, OpInfo.sample_inputs, supported_dtypes,
+supported_backward_dtypes, inplace_variant, supports_out,
+SampleInput.transform and output_process_fn_grad, and
+torch.testing.assert_close with its per-dtype default tolerances.
+
 Variants: functional, out (op(..., out=...) when op.supports_out), inplace
 (op.inplace_variant), grad (gradients of the sum of the floating outputs with
 respect to every input that requires grad) and nonfinite (functional, with

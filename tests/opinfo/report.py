@@ -118,7 +118,8 @@ def markdown(data):
                     "| aten op | calls | op_db entries |", "|---|---|---|"]
             for name in sorted(fb, key=lambda k: (-len(fb_ops[k]), k)):
                 ops = sorted(fb_ops[name])
-                out.append(f"| {name} | {fb[name]} | {len(ops)}: {', '.join(ops[:12])}{' ...' if len(ops) > 12 else ''} |")
+                more = " ..." if len(ops) > 12 else ""
+                out.append(f"| {name} | {fb[name]} | {len(ops)}: {', '.join(ops[:12])}{more} |")
         out += ["", "### Every entry", "",
                 "Letters per dtype, in variant order " + ", ".join(VARIANTS) + ": "
                 + ", ".join(f"{v} {k}" for k, v in LETTER.items()) + ", - not applicable.", "",

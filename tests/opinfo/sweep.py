@@ -16,6 +16,7 @@ import json
 import multiprocessing as mp
 import os
 import re
+import signal
 import sys
 import tempfile
 import time
@@ -152,6 +153,13 @@ def run(args):
 
     start = time.time()
     last_save = start
+
+    def stop(signum, frame):
+        for w in workers:
+            w.kill()
+        save(args, results, time.time() - start, partial=True)
+        sys.exit(f"stopped by signal {signum}")
+    signal.signal(signal.SIGTERM, stop)
     for _ in range(min(args.jobs, len(tasks))):
         workers.append(spawn())
     while workers:
@@ -218,7 +226,8 @@ def save(args, results, elapsed, partial):
     data = report.load(args.json)
     report.merge(data, args.mode, results, {
         "dtypes": args.dtypes, "variants": args.variants, "seconds": round(elapsed, 1), "jobs": args.jobs,
-        "ops": args.ops or args.match or (f"rerun of {args.rerun}" if args.rerun else "all"), "partial": partial, "max_samples": args.max_samples,
+        "ops": args.ops or args.match or (f"rerun of {args.rerun}" if args.rerun else "all"),
+        "partial": partial, "max_samples": args.max_samples,
         "finished": time.strftime("%Y-%m-%d %H:%M:%S")})
     report.save(data, args.json, args.md)
     if args.failures:
