@@ -204,6 +204,66 @@ def samples(op, variant, dtype):
         yield s
 
 
+def _literal(x):
+    """Python source that makes `x` on the device (values exact up to 8
+    elements, random beyond)."""
+    if isinstance(x, torch.Tensor):
+        dt = str(x.dtype)
+        if x.numel() <= 8:
+            vals = x.detach().tolist()
+
+            def fmt(v):
+                if isinstance(v, list):
+                    return "[" + ", ".join(fmt(u) for u in v) + "]"
+                if isinstance(v, float) and not math.isfinite(v):
+                    return f"float('{v}')"
+                return repr(v)
+            return f"torch.tensor({fmt(vals)}, dtype={dt}, device='tpu')"
+        shape = tuple(x.shape)
+        if x.dtype.is_floating_point:
+            return f"torch.randn({shape}, dtype={dt}, device='tpu')"
+        if x.dtype == torch.bool:
+            return f"(torch.rand({shape}, device='tpu') > 0.5)"
+        return f"torch.randint(0, 3, {shape}, dtype={dt}, device='tpu')"
+    if isinstance(x, (list, tuple)):
+        inner = ", ".join(_literal(v) for v in x)
+        return f"[{inner}]" if isinstance(x, list) else f"({inner}{',' if len(x) == 1 else ''})"
+    if isinstance(x, torch.device):
+        return "'tpu'"
+    if isinstance(x, float) and not math.isfinite(x):
+        return f"float('{x}')"
+    return repr(x)
+
+
+def python_repro(op, variant, sample):
+    """A one-line Python call of the op on the device for `sample` (None
+    when the op is not a public function)."""
+    fn, name = op.op, getattr(op.op, "__name__", "")
+    path = None
+    for prefix, ns in (("torch", torch), ("torch.nn.functional", torch.nn.functional),
+                       ("torch.linalg", torch.linalg), ("torch.special", torch.special), ("torch.fft", torch.fft)):
+        if name and getattr(ns, name, None) is fn:
+            path = f"{prefix}.{name}"
+            break
+    kwargs = [f"{k}={_literal(v)}" for k, v in sample.kwargs.items()]
+    args = [_literal(a) for a in sample.args]
+    if variant == "inplace":
+        iname = getattr(op.inplace_variant, "__name__", "")
+        if not iname or not hasattr(torch.Tensor, iname):
+            return None
+        return f"{_literal(sample.input)}.{iname}({', '.join(args + kwargs)})"
+    if path is None:
+        return None
+    call = ", ".join([_literal(sample.input)] + args + kwargs)
+    if variant == "out":
+        dtype = sample.input.dtype if isinstance(sample.input, torch.Tensor) else torch.float32
+        call += f", out=torch.empty(0, dtype={dtype}, device='tpu')"
+    text = f"{path}({call})"
+    if variant == "grad":
+        return f"# gradient of the sum of the outputs of: {text}"
+    return text
+
+
 # ---------------------------------------------------------------- comparing
 
 class _Unsupported(Exception):
@@ -450,7 +510,11 @@ def run_entry(op, key, variant, dtype_name, on_sample=None, max_samples=None):
                 break
             desc = describe_sample(sample)
             if on_sample:
-                on_sample(i, desc)
+                try:
+                    line = python_repro(op, variant, sample)
+                except Exception:
+                    line = None
+                on_sample(i, desc, line)
             status, detail, fallbacks = run_sample(op, key, variant, sample, dtype)
             record["samples"] += 1
             record["counts"][status] = record["counts"].get(status, 0) + 1
@@ -461,4 +525,9 @@ def run_entry(op, key, variant, dtype_name, on_sample=None, max_samples=None):
                 worst = rank
                 record["status"] = status
                 record["first"] = {"index": i, "sample": desc, "detail": detail}
+                if status in ("fail", "raises"):
+                    try:
+                        record["first"]["python"] = python_repro(op, variant, sample)
+                    except Exception:
+                        pass
     return record

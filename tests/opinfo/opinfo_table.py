@@ -32,8 +32,7 @@ TOLERANCES = {
 # cancellation differs by a few of those ulps.
 for _op in ("matmul", "__rmatmul__", "mm", "bmm", "addmm", "addmm.decomposed", "addbmm", "baddbmm", "addmv",
             "mv", "addr", "dot", "vdot", "inner", "tensordot", "einsum", "linalg.multi_dot", "linalg.matmul",
-            "nn.functional.linear", "nn.functional.bilinear", "chain_matmul", "linalg.vecdot",
-            "nn.functional.multi_head_attention_forward"):
+            "nn.functional.linear", "nn.functional.bilinear", "chain_matmul", "linalg.vecdot"):
     TOLERANCES[(_op, None, f32)] = (1e-4, 1.3e-6, "dot products summed in another order; partial sums ~1e3")
 
 # Convolutions: up to ~100 products of samples in [-9, 9] per output, partial sums ~1e4 (ulp 1e-3),
@@ -42,6 +41,15 @@ for _op in ("nn.functional.conv1d", "nn.functional.conv2d", "nn.functional.conv3
             "nn.functional.conv_transpose1d", "nn.functional.conv_transpose2d", "nn.functional.conv_transpose3d",
             "conv_transpose2d", "conv_transpose3d", "nn.functional.conv2d.stride_groups_paddings"):
     TOLERANCES[(_op, None, f32)] = (5e-4, 1e-5, "convolution sums in another order; partial sums ~1e4")
+
+# bfloat16/float16 contractions and convolutions: the device and the CPU round the dot product (or
+# the bias added to it) at different points, so a result that cancels down from terms of ~1e2 keeps
+# up to half a ulp of the terms: 0.25 in bf16, 0.03 in f16. A reduction accumulated in the half
+# dtype (error growing with the number of terms) still fails.
+for (_op, _, _dt), _row in list(TOLERANCES.items()):
+    if _dt == f32 and ("dot products" in _row[2] or "convolution" in _row[2]):
+        TOLERANCES[(_op, None, bf16)] = (0.25, 1.6e-2, "half a bf16 ulp of terms of ~1e2")
+        TOLERANCES[(_op, None, f16)] = (0.03, 1e-3, "half an f16 ulp of terms of ~1e2")
 
 _ZERO_GRAD = ("the input gradient of a one-element normalization is zero; the CPU leaves ~2e-5 of rounding "
               "noise (rsqrt(eps) = 316)")
@@ -53,6 +61,9 @@ TOLERANCES.update({
     ("linalg.lstsq", "grad", f32): (1e-4, 1e-5, "the gradient of a least-squares solve scales rounding "
                                     "by the condition number"),
     ("linalg.lstsq.grad_oriented", "grad", f32): (1e-4, 1e-5, "as linalg.lstsq"),
+    ("nn.functional.multi_head_attention_forward", None, f32): (
+        1e-4, 1e-4, "projected samples give attention logits of ~1e3, whose softmax amplifies the projections' "
+        "rounding (seen: 4e-5 relative on outputs of ~1e3)"),
 })
 
 # Ops whose output values are random or uninitialized: only the shape, dtype and

@@ -55,7 +55,7 @@ def worker_main(conn, mode, log_path, max_samples, threads):
             os.write(2, f"{MARK}{key} {variant} {dtype}\n".encode())
             start = time.time()
             record = harness.run_entry(ops[key], key, variant, dtype,
-                                       on_sample=lambda i, desc: conn.send(("sample", i, desc)),
+                                       on_sample=lambda i, desc, line: conn.send(("sample", i, desc, line)),
                                        max_samples=max_samples)
             record["seconds"] = round(time.time() - start, 3)
             conn.send(("entry", record))
@@ -110,16 +110,20 @@ def make_tasks(args):
         keys = [k for k in keys if k in wanted]
     if args.match:
         keys = [k for k in keys if re.search(args.match, k)]
-    redo = None
+    redo = done = None
+    old = report.load(args.json)["entries"].get(args.mode, {})
     if args.rerun:
         wanted = set(args.rerun.split(","))
-        old = report.load(args.json)["entries"].get(args.mode, {})
         redo = {(r["op"], r["variant"], r["dtype"]) for r in old.values() if r["status"] in wanted}
+    if args.resume:
+        done = {(r["op"], r["variant"], r["dtype"]) for r in old.values()}
     tasks = []
     for key in keys:
         pairs = harness.entries(ops[key], args.dtypes, args.variants)
         if redo is not None:
             pairs = [(v, d) for v, d in pairs if (key, v, d) in redo]
+        if done is not None:
+            pairs = [(v, d) for v, d in pairs if (key, v, d) not in done]
         if pairs:
             tasks.append((key, pairs))
     return tasks
@@ -140,10 +144,10 @@ def run(args):
 
     def finish(w, status, why):
         key, variant, dtype = w.current
-        index, desc = w.sample or (None, "")
+        index, desc, line = w.sample or (None, "", None)
         results.append({"op": key, "variant": variant, "dtype": dtype, "status": status, "samples": 0,
                         "counts": {status: 1}, "fallbacks": {}, "seconds": round(time.time() - w.since, 3),
-                        "first": {"index": index, "sample": desc, "detail": why}})
+                        "first": {"index": index, "sample": desc, "detail": why, "python": line}})
         print(f"  {status}: {key} {variant} {dtype} sample {index}: {why.splitlines()[0] if why else ''}",
               flush=True)
         rest = [p for p in w.task[2] if p not in w.done_pairs and p != (variant, dtype)]
@@ -226,7 +230,8 @@ def save(args, results, elapsed, partial):
     data = report.load(args.json)
     report.merge(data, args.mode, results, {
         "dtypes": args.dtypes, "variants": args.variants, "seconds": round(elapsed, 1), "jobs": args.jobs,
-        "ops": args.ops or args.match or (f"rerun of {args.rerun}" if args.rerun else "all"),
+        "ops": args.ops or args.match or (f"rerun of {args.rerun}" if args.rerun else "all")
+        + (" (resumed)" if args.resume else ""),
         "partial": partial, "max_samples": args.max_samples,
         "finished": time.strftime("%Y-%m-%d %H:%M:%S")})
     report.save(data, args.json, args.md)
@@ -250,6 +255,7 @@ def main(argv=None):
     p.add_argument("--md", default=os.path.join(HERE, "report.md"))
     p.add_argument("--rerun", default="", help="only the entries of report.json with these statuses "
                    "(comma-separated), for this mode")
+    p.add_argument("--resume", action="store_true", help="skip the entries report.json already has for this mode")
     p.add_argument("--failures", default="", help="also write the failures list (markdown) here")
     p.add_argument("--logdir", default="")
     args = p.parse_args(argv)
