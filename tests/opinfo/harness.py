@@ -111,7 +111,7 @@ def _copy_leaf(t, device, grad):
     return out
 
 
-def copy_sample(sample, device):
+def copy_sample(sample, device, host_args=()):
     """(input, args, kwargs) of `sample` copied to `device`; a `device`
     keyword (factory functions) or a CPU device argument (`Tensor.to`) is
     pointed at `device` too."""
@@ -123,10 +123,10 @@ def copy_sample(sample, device):
     def move_arg(x):
         if isinstance(x, torch.device) or (isinstance(x, str) and x == "cpu"):
             return torch.device(device) if torch.device(x).type == "cpu" else x
-        return move(x)
+        return pytree.tree_map(move, x)
 
     inp = pytree.tree_map(move, sample.input)
-    args = tuple(move_arg(a) for a in pytree.tree_map(move, tuple(sample.args)))
+    args = tuple(a if i in host_args else move_arg(a) for i, a in enumerate(sample.args))
     kwargs = {}
     for k, v in sample.kwargs.items():
         if k == "device" and v is not None:
@@ -358,7 +358,7 @@ def _fetch(out):
 
 def _call(fn, device, sample, variant, grad_inputs=None):
     """Runs one variant of the op on `device`; returns what is compared."""
-    inp, args, kwargs = copy_sample(sample, device)
+    inp, args, kwargs = copy_sample(sample, device, fn.get("host_args", ()))
     if variant in ("functional", "nonfinite"):
         return fn["op"](inp, *args, **kwargs)
     if variant == "inplace":
@@ -421,7 +421,7 @@ def run_sample(op, key, variant, sample, dtype=None):
     """Runs one sample; returns (status, detail, fallbacks). A bfloat16 or
     float16 result that differs from the CPU's in that dtype passes when it
     matches the CPU's float32 result rounded to it."""
-    fn = {"op": op, "inplace": op.inplace_variant}
+    fn = {"op": op, "inplace": op.inplace_variant, "host_args": opinfo_table.HOST_ARGS.get(key, ())}
     meta = opinfo_table.metadata_only(key, variant, sample)
     if not any(isinstance(t, torch.Tensor) for t in pytree.tree_leaves((sample.input, sample.args, sample.kwargs))) \
             and "device" not in sample.kwargs:

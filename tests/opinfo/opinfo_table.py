@@ -89,6 +89,12 @@ METADATA_ONLY = {
 }
 
 
+# Positional arguments (indices into sample.args) that PyTorch takes on the CPU whatever the device
+# of the input; they are not moved to the device.
+HOST_ARGS = {
+    "tensor_split": {0},  # tensor_indices_or_sections must be a CPU tensor
+}
+
 # Samples whose values are random (dropout active in training): only metadata is compared.
 RANDOM_SAMPLES = {
     "nn.functional.scaled_dot_product_attention": lambda s: s.kwargs.get("dropout_p", 0.0) > 0,
