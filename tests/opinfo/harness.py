@@ -172,6 +172,8 @@ def describe(x, limit=120):
     if isinstance(x, torch.Tensor):
         dt = str(x.dtype).replace("torch.", "")
         s = f"{dt}{list(x.shape)}"
+        if x.layout != torch.strided:
+            return f"{s} {x.layout}"
         if not x.is_contiguous():
             s += f" strides={tuple(x.stride())}"
         if x.storage_offset():
