@@ -23,10 +23,10 @@ def merge(data, mode, results, run):
     for r in results:
         entries[f"{r['op']}|{r['variant']}|{r['dtype']}"] = r
     runs = data["runs"].setdefault(mode, [])
-    if runs and runs[-1].get("partial") and runs[-1]["dtypes"] == run["dtypes"] and runs[-1]["ops"] == run["ops"]:
-        runs[-1] = run
-    else:
-        runs.append(run)
+    # A run replaces its own earlier snapshots, and partial ones of the same dtypes and ops that it supersedes.
+    runs[:] = [r for r in runs if r.get("started") != run.get("started")
+               and not (r.get("partial") and r["dtypes"] == run["dtypes"] and r["ops"] == run["ops"])]
+    runs.append(run)
 
 
 def save(data, json_path, md_path):

@@ -233,7 +233,7 @@ def save(args, results, elapsed, partial):
         "ops": args.ops or args.match or (f"rerun of {args.rerun}" if args.rerun else "all")
         + (" (resumed)" if args.resume else ""),
         "partial": partial, "max_samples": args.max_samples,
-        "finished": time.strftime("%Y-%m-%d %H:%M:%S")})
+        "started": args.started, "finished": time.strftime("%Y-%m-%d %H:%M:%S")})
     report.save(data, args.json, args.md)
     if args.failures:
         report.write_failures(data, args.failures)
@@ -270,6 +270,7 @@ def main(argv=None):
     if not os.environ.get("TORCHTPU_CACHE_DIR"):
         os.environ["TORCHTPU_CACHE_DIR"] = os.path.join(tempfile.gettempdir(), "torchtpu-opinfo-cache")
     args.logdir = args.logdir or tempfile.mkdtemp(prefix="torchtpu-opinfo-logs-")
+    args.started = time.strftime("%Y-%m-%d %H:%M:%S")
     results = run(args)
     return results
 
