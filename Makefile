@@ -1,12 +1,17 @@
 # make demo: set up, build, and train the demo model on the tpu device.
-# make test: set up, build, and run the whole test suite (C++ and Python).
+# make test: set up, build, and run the whole test suite (C++ and Python; it includes
+#   tests/opinfo/test_opinfo_subset.py, a CI-sized slice of the OpInfo sweep).
+# make opinfo: PyTorch's op_db on the tpu device against the CPU, every variant and dtype,
+#   Strict mode, then float32 in Fused mode; writes tests/opinfo/report.md and report.json.
+#   OPINFO_OPS=add,sum (op_db entries) runs a subset; OPINFO_MODES, OPINFO_DTYPES,
+#   OPINFO_FUSED_DTYPES (empty: no Fused pass) and OPINFO_JOBS narrow or widen it.
 PYTHON ?= python3
 VENV := .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 JOBS ?= $(shell nproc)
 
-.PHONY: all system-deps setup build test demo bench clean
+.PHONY: all system-deps setup build test demo bench opinfo clean
 
 all: build
 
@@ -34,6 +39,19 @@ build: setup
 test: build
 	build/torchtpu_cpp_tests
 	$(VPY) -m pytest -q tests
+
+OPINFO_DTYPES ?= float32,bfloat16,float16,int64,int32,bool
+OPINFO_FUSED_DTYPES ?= float32
+OPINFO_OPS ?=
+OPINFO_JOBS ?= $(JOBS)
+OPINFO_CACHE ?= /tmp/torchtpu-opinfo-cache
+OPINFO_RUN = TORCHTPU_CACHE_DIR=$(OPINFO_CACHE) $(VPY) tests/opinfo/sweep.py -j $(OPINFO_JOBS) \
+  $(if $(OPINFO_OPS),--ops $(OPINFO_OPS))
+
+opinfo: build
+	rm -f tests/opinfo/report.json
+	$(OPINFO_RUN) --mode strict --dtypes $(OPINFO_DTYPES)
+	$(if $(OPINFO_FUSED_DTYPES),$(OPINFO_RUN) --mode fused --dtypes $(OPINFO_FUSED_DTYPES))
 
 demo: build
 	$(VPY) examples/train_gpt.py

@@ -1,0 +1,120 @@
+"""The one tolerance table of the OpInfo sweep, and the ops whose values cannot
+be compared with the CPU's.
+
+A comparison uses the first row found, most specific first:
+(op, variant, dtype), (op, None, dtype), (op, variant, None), (op, None, None),
+(None, variant, dtype), (None, None, dtype). `op` is the OpInfo entry's full
+name ("name" or "name.variant_test_name"), `variant` one of harness.VARIANTS.
+Each row is (atol, rtol, reason); every loosening past PyTorch's own defaults
+(those of torch.testing.assert_close, used for a dtype with no row) says why.
+"""
+import torch
+
+f32, bf16, f16 = torch.float32, torch.bfloat16, torch.float16
+
+TOLERANCES = {
+    # Defaults: PyTorch's assert_close tolerances for the dtype.
+    (None, None, f32): (1e-5, 1.3e-6, "assert_close default"),
+    (None, None, bf16): (1e-5, 1.6e-2, "assert_close default"),
+    (None, None, f16): (1e-5, 1e-3, "assert_close default"),
+    (None, None, torch.int64): (0, 0, "exact"),
+    (None, None, torch.int32): (0, 0, "exact"),
+    (None, None, torch.bool): (0, 0, "exact"),
+    # Gradients of bfloat16/float16 samples: many are sums that cancel analytically (the gradient of a
+    # sum of softmax outputs is zero), where both sides keep rounding noise of about the dtype's epsilon
+    # times the terms (~1): bf16 eps 7.8e-3, f16 eps 9.8e-4.
+    (None, "grad", bf16): (1e-2, 1.6e-2, "cancelling sums keep noise of ~bf16 epsilon"),
+    (None, "grad", f16): (1e-3, 1e-3, "cancelling sums keep noise of ~f16 epsilon"),
+}
+
+# Contractions: with samples in [-9, 9], the partial sums of a dot product reach ~1e3, whose float32
+# ulp is 6e-5; XLA:CPU's dot sums in another order than the CPU's BLAS, so a result near zero after
+# cancellation differs by a few of those ulps.
+for _op in ("matmul", "__rmatmul__", "mm", "bmm", "addmm", "addmm.decomposed", "addbmm", "baddbmm", "addmv",
+            "mv", "addr", "dot", "vdot", "inner", "tensordot", "einsum", "linalg.multi_dot", "linalg.matmul",
+            "nn.functional.linear", "nn.functional.bilinear", "chain_matmul", "linalg.vecdot"):
+    TOLERANCES[(_op, None, f32)] = (1e-4, 1.3e-6, "dot products summed in another order; partial sums ~1e3")
+
+# Convolutions: up to ~100 products of samples in [-9, 9] per output, partial sums ~1e4 (ulp 1e-3),
+# summed in another order by XLA:CPU than by the CPU's oneDNN/im2col kernels.
+for _op in ("nn.functional.conv1d", "nn.functional.conv2d", "nn.functional.conv3d",
+            "nn.functional.conv_transpose1d", "nn.functional.conv_transpose2d", "nn.functional.conv_transpose3d",
+            "conv_transpose2d", "conv_transpose3d", "nn.functional.conv2d.stride_groups_paddings"):
+    TOLERANCES[(_op, None, f32)] = (5e-4, 1e-5, "convolution sums in another order; partial sums ~1e4")
+
+# bfloat16/float16 contractions and convolutions: the device and the CPU round the dot product (or
+# the bias added to it) at different points, so a result that cancels down from terms of ~1e2 keeps
+# up to half a ulp of the terms: 0.25 in bf16, 0.03 in f16. A reduction accumulated in the half
+# dtype (error growing with the number of terms) still fails.
+for (_op, _, _dt), _row in list(TOLERANCES.items()):
+    if _dt == f32 and ("dot products" in _row[2] or "convolution" in _row[2]):
+        TOLERANCES[(_op, None, bf16)] = (0.25, 1.6e-2, "half a bf16 ulp of terms of ~1e2")
+        TOLERANCES[(_op, None, f16)] = (0.03, 1e-3, "half an f16 ulp of terms of ~1e2")
+
+_ZERO_GRAD = ("the input gradient of a one-element normalization is zero; the CPU leaves ~2e-5 of rounding "
+              "noise (rsqrt(eps) = 316)")
+TOLERANCES.update({
+    ("native_layer_norm", "grad", f32): (1e-4, 1.3e-6, _ZERO_GRAD),
+    ("nn.functional.layer_norm", "grad", f32): (1e-4, 1.3e-6, _ZERO_GRAD),
+    ("nn.functional.scaled_dot_product_attention", None, f32): (
+        5e-5, 5e-6, "PyTorch's own test_compare_cpu tolerance for this op (toleranceOverride in op_db)"),
+    ("linalg.lstsq", "grad", f32): (1e-4, 1e-5, "the gradient of a least-squares solve scales rounding "
+                                    "by the condition number"),
+    ("linalg.lstsq.grad_oriented", "grad", f32): (1e-4, 1e-5, "as linalg.lstsq"),
+    ("nn.functional.multi_head_attention_forward", None, f32): (
+        1e-4, 1e-4, "projected samples give attention logits of ~1e3, whose softmax amplifies the projections' "
+        "rounding (seen: 4e-5 relative on outputs of ~1e3)"),
+    ("nn.functional.multi_head_attention_forward", None, bf16): (0.25, 1.6e-2, "as the bf16 contractions"),
+})
+
+# Ops whose output values are random or uninitialized: only the shape, dtype and
+# device of each output are compared with the CPU's (the values cannot be).
+METADATA_ONLY = {
+    "bernoulli": "random", "cauchy": "random", "exponential": "random", "geometric": "random",
+    "log_normal": "random", "multinomial": "random", "normal": "random", "normal.in_place": "random",
+    "normal.number_mean": "random", "uniform": "random", "rand_like": "random", "randn_like": "random",
+    "randint_like": "random", "randint": "random", "randn": "random",
+    "nn.functional.dropout": "random", "nn.functional.dropout2d": "random",
+    "nn.functional.dropout3d": "random", "nn.functional.alpha_dropout": "random",
+    "nn.functional.feature_alpha_dropout.with_train": "random", "nn.functional.rrelu": "random",
+    "empty": "uninitialized", "empty_like": "uninitialized", "empty_permuted": "uninitialized",
+    "empty_strided": "uninitialized", "new_empty": "uninitialized", "new_empty_strided": "uninitialized",
+    "nn.functional.fractional_max_pool2d": "random pooling regions",
+    "nn.functional.fractional_max_pool3d": "random pooling regions", "svd_lowrank": "random projection",
+    "pca_lowrank": "random projection",
+    # (variant, op): converting NaN or +-Inf to an integer type is undefined behaviour in C++; the CPU's
+    # value is whatever its conversion instruction gives.
+    ("nonfinite", "byte"): "NaN/Inf to uint8 is undefined", ("nonfinite", "char"): "NaN/Inf to int8 is undefined",
+    ("nonfinite", "short"): "NaN/Inf to int16 is undefined", ("nonfinite", "int"): "NaN/Inf to int32 is undefined",
+    ("nonfinite", "long"): "NaN/Inf to int64 is undefined",
+}
+
+
+# Positional arguments (indices into sample.args) that PyTorch takes on the CPU whatever the device
+# of the input; they are not moved to the device.
+HOST_ARGS = {
+    "tensor_split": {0},  # tensor_indices_or_sections must be a CPU tensor
+}
+
+# Samples whose values are random (dropout active in training): only metadata is compared.
+RANDOM_SAMPLES = {
+    "nn.functional.scaled_dot_product_attention": lambda s: s.kwargs.get("dropout_p", 0.0) > 0,
+    "nn.functional.multi_head_attention_forward": lambda s: s.kwargs.get("training", True) and s.args[9] > 0,
+}
+
+
+def metadata_only(op: str, variant: str, sample) -> bool:
+    """Whether only the shape, dtype and device of the outputs can be compared."""
+    if op in METADATA_ONLY or (variant, op) in METADATA_ONLY:
+        return True
+    return op in RANDOM_SAMPLES and bool(RANDOM_SAMPLES[op](sample))
+
+
+def tolerance(op: str, variant: str, dtype: torch.dtype):
+    """(atol, rtol) for one comparison."""
+    for key in ((op, variant, dtype), (op, None, dtype), (op, variant, None), (op, None, None),
+                (None, variant, dtype), (None, None, dtype)):
+        if key in TOLERANCES:
+            atol, rtol, _ = TOLERANCES[key]
+            return atol, rtol
+    return None, None
