@@ -28,25 +28,10 @@ RUNS = (("float32", "functional,out,inplace,grad,nonfinite", FLOAT32), ("bfloat1
         ("int64", "functional", INT64))
 OPS = tuple(sorted(set(FLOAT32 + BFLOAT16 + INT64)))
 
-# (op, variant, dtype) -> the defect; an entry here must come out crash, hang or fail.
-_SUM_0D = "segfault: sum of a 0-d tensor over dim=0 with keepdim=True (issue 9)"
-_GATHER_0D = "gather of a 0-d input with a 1-element index returns shape [] instead of [1]"
-KNOWN = {
-    ("clamp", "nonfinite", "float32"): "a NaN bound is ignored (issue 9)",
-    ("gather", "functional", "float32"): _GATHER_0D,
-    ("gather", "functional", "int64"): _GATHER_0D,
-    ("gather", "nonfinite", "float32"): _GATHER_0D,
-    ("maximum", "nonfinite", "float32"): "a NaN in the second operand is dropped (issue 9)",
-    ("nn.functional.gelu", "functional", "bfloat16"): "computed in bfloat16 where PyTorch computes in float32: "
-                                                       "-0.00586 for gelu(-3.0), CPU -0.00406",
-    ("nn.functional.gelu", "nonfinite", "float32"): "gelu(+-inf) gives +-inf, the CPU gives NaN",
-    ("softmax", "nonfinite", "float32"): "softmax of a 0-d NaN gives 1, the CPU NaN",
-    ("sum", "functional", "float32"): _SUM_0D,
-    ("sum", "grad", "float32"): _SUM_0D,
-    ("sum", "nonfinite", "float32"): _SUM_0D,
-    ("sum", "functional", "bfloat16"): _SUM_0D,
-    ("sum", "functional", "int64"): _SUM_0D,
-}
+# (op, variant, dtype) -> the defect, for entries known to be wrong; each
+# must come out crash, hang or fail (test_known_defect_still_present), so a
+# fix fails the run until its entry is removed. None today.
+KNOWN = {}
 
 BAD = ("fail", "crash", "hang")
 
@@ -81,9 +66,10 @@ def test_op_matches_cpu(op, results):
     assert not bad, f"{op}:\n" + "\n".join(bad)
 
 
-@pytest.mark.parametrize("entry", sorted(KNOWN))
-def test_known_defect_still_present(entry, results):
-    """Each KNOWN entry still fails; when it passes, drop it from KNOWN."""
-    r = results.get("|".join(entry))
-    assert r is not None, f"{entry}: did not run"
-    assert r["status"] in BAD, f"{entry} is now {r['status']}: remove it from KNOWN ({KNOWN[entry]})"
+if KNOWN:
+    @pytest.mark.parametrize("entry", sorted(KNOWN))
+    def test_known_defect_still_present(entry, results):
+        """Each KNOWN entry still fails; when it passes, drop it from KNOWN."""
+        r = results.get("|".join(entry))
+        assert r is not None, f"{entry}: did not run"
+        assert r["status"] in BAD, f"{entry} is now {r['status']}: remove it from KNOWN ({KNOWN[entry]})"
