@@ -9,7 +9,9 @@
 #include <torch/csrc/autograd/function.h>
 
 #include <array>
+#include <chrono>
 #include <mutex>
+#include <thread>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -55,8 +57,23 @@ std::unordered_map<uint64_t, uint64_t> issuer_of_thread;  // guarded by ring_mu
 
 size_t ring_index(uint64_t seq, uint64_t thread) { return (seq + thread * 0x9E3779B97F4A7C15ULL) % kRing; }
 
+// A thread without the GIL must not take it once the interpreter finalizes:
+// CPython ends such a thread with pthread_exit, whose forced unwinding
+// through the dispatcher's noexcept frames aborts the process. It waits
+// here until the process ends instead (as the runtime parks late threads).
+void park_if_finalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  const bool finalizing = Py_IsFinalizing();
+#else
+  const bool finalizing = _Py_IsFinalizing();
+#endif
+  if (!finalizing || PyGILState_Check()) return;
+  for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+}
+
 eager::SiteRef python_site() {
   eager::SiteRef out;
+  park_if_finalizing();
   PyGILState_STATE gil = PyGILState_Ensure();
   PyFrameObject* f = PyEval_GetFrame();
   Py_XINCREF(f);
@@ -105,6 +122,7 @@ eager::SiteRef capture() {
 
 std::string format(eager::SiteRef s) {
   if (!Py_IsInitialized()) return {};
+  park_if_finalizing();
   PyGILState_STATE gil = PyGILState_Ensure();
   auto* code = static_cast<PyCodeObject*>(const_cast<void*>(s.code));
   std::string out;
