@@ -3,8 +3,9 @@
 #   tests/opinfo/test_opinfo_subset.py, a CI-sized slice of the OpInfo sweep).
 # make opinfo: PyTorch's op_db on the tpu device against the CPU, every variant and dtype,
 #   Strict mode, then float32 in Fused mode; writes tests/opinfo/report.md and report.json.
-#   OPINFO_OPS=add,sum (op_db entries) runs a subset; OPINFO_MODES, OPINFO_DTYPES,
-#   OPINFO_FUSED_DTYPES (empty: no Fused pass) and OPINFO_JOBS narrow or widen it.
+#   OPINFO_OPS=add,sum (op_db entries) runs a subset; OPINFO_MODE (strict, debug or fused),
+#   OPINFO_DTYPES, OPINFO_FUSED_DTYPES (empty: no Fused pass), OPINFO_JOBS and OPINFO_ARGS
+#   (more sweep.py options, e.g. --max-samples 64) narrow or widen it.
 PYTHON ?= python3
 VENV := .venv
 VPY := $(VENV)/bin/python
@@ -40,17 +41,19 @@ test: build
 	build/torchtpu_cpp_tests
 	$(VPY) -m pytest -q tests
 
+OPINFO_MODE ?= strict
 OPINFO_DTYPES ?= float32,bfloat16,float16,int64,int32,bool
 OPINFO_FUSED_DTYPES ?= float32
 OPINFO_OPS ?=
 OPINFO_JOBS ?= $(JOBS)
 OPINFO_CACHE ?= /tmp/torchtpu-opinfo-cache
+OPINFO_ARGS ?=
 OPINFO_RUN = TORCHTPU_CACHE_DIR=$(OPINFO_CACHE) $(VPY) tests/opinfo/sweep.py -j $(OPINFO_JOBS) \
-  $(if $(OPINFO_OPS),--ops $(OPINFO_OPS))
+  $(if $(OPINFO_OPS),--ops $(OPINFO_OPS)) $(OPINFO_ARGS)
 
 opinfo: build
 	rm -f tests/opinfo/report.json
-	$(OPINFO_RUN) --mode strict --dtypes $(OPINFO_DTYPES)
+	$(OPINFO_RUN) --mode $(OPINFO_MODE) --dtypes $(OPINFO_DTYPES)
 	$(if $(OPINFO_FUSED_DTYPES),$(OPINFO_RUN) --mode fused --dtypes $(OPINFO_FUSED_DTYPES))
 
 demo: build
