@@ -85,3 +85,60 @@ def test_training_step_compiles_once():
     m = torchtpu.debug.metrics()
     assert m["compilations"] == 0, m["compilations"]
     assert m["executions"] > 100 and m["cache_hits"] == m["executions"]
+
+
+class _TiedLM(torch.nn.Module):
+    """Output projection tied to the input embedding, as in GPT-2, BERT and T5."""
+
+    def __init__(self, vocab=11, width=8):
+        super().__init__()
+        self.emb = torch.nn.Embedding(vocab, width)
+        self.mix = torch.nn.Linear(width, width)
+        self.head = torch.nn.Linear(width, vocab, bias=False)
+        self.head.weight = self.emb.weight
+
+    def forward(self, x):
+        return self.head(torch.tanh(self.mix(self.emb(x))))
+
+
+@pytest.mark.parametrize("mode", ["debug", "strict", "fused"])
+def test_tied_weights_stay_tied_and_train_as_on_cpu(mode):
+    torch.manual_seed(0)
+    model = _TiedLM()
+    g = torch.Generator().manual_seed(3)
+    ce = lambda m, x, y: torch.nn.functional.cross_entropy(m(x).flatten(0, 1), y.flatten())
+    batches = [(torch.randint(0, 11, (4, 5), generator=g), torch.randint(0, 11, (4, 5), generator=g), ce)
+               for _ in range(3)]
+    cpu_losses, cpu_model = _train(model, batches, "cpu", 3, torch.optim.AdamW, lr=1e-2)
+    with torchtpu.eager_mode(mode):
+        tpu_losses, tpu_model = _train(model, batches, "tpu", 3, torch.optim.AdamW, lr=1e-2)
+    assert tpu_model.head.weight is tpu_model.emb.weight
+    assert len(list(tpu_model.parameters())) == len(list(cpu_model.parameters())) == 3
+    torch.testing.assert_close(torch.tensor(tpu_losses), torch.tensor(cpu_losses), rtol=1e-4, atol=1e-6)
+    torch.testing.assert_close(tpu_model.emb.weight.detach().cpu(), cpu_model.emb.weight.detach(),
+                               rtol=1e-4, atol=1e-5)
+
+
+def test_parameter_identity_data_and_grad_assignment_as_on_cuda():
+    model = _TiedLM()
+    params = {name: id(p) for name, p in model.named_parameters()}
+    model.to("tpu")
+    assert {name: id(p) for name, p in model.named_parameters()} == params  # moved in place, not replaced
+    assert all(p.device.type == "tpu" for p in model.parameters())
+    model(torch.tensor([[1, 2]], device="tpu")).sum().backward()
+    grad = model.emb.weight.grad
+    model.cpu()  # and back: same objects, gradients moved with them
+    assert {name: id(p) for name, p in model.named_parameters()} == params
+    assert model.emb.weight.grad.device.type == "cpu"
+    torch.testing.assert_close(model.emb.weight.grad, grad.cpu())
+
+    p = torch.nn.Parameter(torch.ones(3))
+    p.data = torch.arange(3.0, device="tpu")  # .data may change device, as with CUDA
+    assert isinstance(p, torch.nn.Parameter) and p.device.type == "tpu" and p.requires_grad
+    assert p.tolist() == [0.0, 1.0, 2.0]
+    p.grad = torch.full((3,), 2.0, device="tpu")
+    assert p.grad.tolist() == [2.0, 2.0, 2.0]
+    with pytest.raises(RuntimeError, match="device"):
+        p.grad = torch.ones(3)  # a CPU gradient for a tpu parameter is refused, as on CUDA
+    with pytest.raises(RuntimeError):
+        p.grad = torch.ones(4, device="tpu")  # wrong shape

@@ -211,9 +211,26 @@ at::Tensor& set_tensor(at::Tensor& self, const at::Tensor& src) {
   return set_source_storage(self, src.storage(), src.storage_offset(), src.sizes(), src.strides());
 }
 
+// nn.Module._apply and `param.data = t` keep a Parameter's identity (and so
+// tied weights stay tied) only when this holds for the old and new tensor.
+// PyTorch's default answers true for dense tensors of its built-in backends
+// and false for PrivateUse1, so moving a model to tpu would untie its tied
+// weights. Dense strided tensors of tpu and the CPU share the TensorImpl
+// layout: any two of them can take each other's metadata, as CUDA and CPU can.
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  auto dense = [](const at::Tensor& t) {
+    c10::DispatchKeySet ks = t.key_set();
+    return t.layout() == at::kStrided && !t.is_quantized() && ks.has(c10::DispatchKey::Dense) &&
+           (ks.has_backend(c10::BackendComponent::PrivateUse1Bit) || ks.has_backend(c10::BackendComponent::CPUBit));
+  };
+  if (self.key_set() == from.key_set()) return true;
+  return dense(self) && dense(from);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
   m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
   m.impl("empty_strided", TORCH_FN(empty_strided));
   m.impl("_copy_from", TORCH_FN(copy_from));
