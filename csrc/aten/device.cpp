@@ -19,7 +19,10 @@ thread_local c10::DeviceIndex current_device = 0;
 
 c10::DeviceIndex device_count() { return static_cast<c10::DeviceIndex>(eager::Runtime::device_count()); }
 
-void delete_storage_value(void* ctx) { delete static_cast<eager::StorageValue*>(ctx); }
+void delete_storage_value(void* ctx) {
+  delete static_cast<eager::StorageValue*>(ctx);
+  eager::Runtime::park_if_closing();
+}
 
 // torch.OutOfMemoryError for an allocation the device cannot hold, naming
 // the op and the user's line. Resolving the line takes the GIL, which the

@@ -156,6 +156,26 @@ int Runtime::device_count() {
 
 void Runtime::set_park_hook(bool (*may_park)(uint64_t)) { park_hook = may_park; }
 
+namespace {
+std::atomic<int> issuing_threads{0};
+// Counts this thread among the issuing threads until it ends.
+struct IssuingThread {
+  IssuingThread() { issuing_threads.fetch_add(1); }
+  ~IssuingThread() { issuing_threads.fetch_sub(1); }
+};
+thread_local bool noted_issuing = false;
+}  // namespace
+
+void Runtime::note_issuing_thread() {
+  thread_local IssuingThread counted;
+  noted_issuing = true;
+}
+
+void Runtime::park_if_closing() {
+  Runtime* rt = instance;
+  if (rt && rt->closing_ && rt->closer_ != thread_token()) rt->park_if_exiting();
+}
+
 void Runtime::shutdown() {
   if (forked_child) return;  // the parent's threads and locks are not here
   std::lock_guard<std::mutex> lock(init_mu);
@@ -163,6 +183,14 @@ void Runtime::shutdown() {
   if (!rt || rt->closing_) return;
   rt->closer_ = thread_token();
   rt->closing_ = true;
+  // Other Python threads that issue ops get a bounded time to reach their
+  // next op and be parked there: one still running Python code when the
+  // interpreter finalizes may be ended by CPython from inside PyTorch's
+  // tensor deallocation (a noexcept frame), which aborts the process.
+  const int others = issuing_threads.load() - (noted_issuing ? 1 : 0);
+  const auto settle = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+  while (rt->parked_.load() < others && std::chrono::steady_clock::now() < settle)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   // Threads inside the runtime finish what they are doing (an op, a sync
   // point); new ones are refused at the entry. Bounded: a thread may be
   // waiting on a long compile.
@@ -206,6 +234,7 @@ void Runtime::park_if_exiting() {
   // The interpreter is exiting: this thread must not return into it (taking
   // the GIL there ends the thread from inside a destructor, which aborts the
   // process). It waits here until the process ends.
+  parked_.fetch_add(1);
   for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
 }
 

@@ -111,6 +111,15 @@ class Runtime {
   // Whether a thread entering after shutdown may be parked, given the
   // thread that shut down (installed by the Python layer).
   static void set_park_hook(bool (*may_park)(uint64_t exiting_thread));
+  // A Python thread issues ops (called once per thread by the Python layer;
+  // the count drops when the thread ends). shutdown() gives such threads a
+  // bounded time to reach the runtime and be parked before the interpreter
+  // finalizes, so none is still running Python code when it does.
+  static void note_issuing_thread();
+  // Freeing a storage after shutdown: parks the thread as an entry would
+  // (a thread freeing a tensor has released the GIL and would take it back
+  // in the finalizing interpreter).
+  static void park_if_closing();
 
   pjrt::Client& client() { return *client_; }
   int num_devices() const { return client_->num_devices(); }
@@ -213,6 +222,7 @@ class Runtime {
   std::atomic<bool> closing_{false};
   std::atomic<uint64_t> closer_{0};
   std::atomic<int> inside_{0};  // threads between Entry and its end
+  std::atomic<int> parked_{0};  // threads parked for good after shutdown
 
   struct ScalarKey {
     uint64_t bits;

@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "eager/runtime.h"
 #include "eager/slot.h"
 #include "python/sites.h"
 
@@ -115,6 +116,7 @@ eager::SiteRef capture() {
   if (!noted) {
     issuer_of_thread[thread] = s.issuer;
     noted = true;
+    eager::Runtime::note_issuing_thread();
   }
   ring[ring_index(seq, thread)] = RingEntry{seq, thread, s};
   return s;
