@@ -40,6 +40,37 @@ def raises_like_cpu(fn, *args, match=None):
         torchtpu.synchronize()
 
 
+def exact(fn, *args):
+    """fn on the device equals fn on the CPU bit for bit (16-bit results)."""
+    expected = fn(*args)
+    got = fn(*[a.to(DEV) if isinstance(a, torch.Tensor) else a for a in args]).cpu()
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    torch.testing.assert_close(got, expected, rtol=0, atol=0, equal_nan=True)
+
+
+HALF_SCALAR_OPS = {
+    "mul_scalar": lambda x, y, z: x * 0.7,
+    "rmul_scalar": lambda x, y, z: 0.3 * x,
+    "div_scalar": lambda x, y, z: x / 0.3,
+    "div_0d_float32": lambda x, y, z: x / torch.tensor(0.7).to(x.device),
+    "addcmul": lambda x, y, z: torch.addcmul(x, y, z, value=0.7),
+    "addcdiv": lambda x, y, z: torch.addcdiv(x, y, z, value=-0.3),
+    "addcmul_": lambda x, y, z: x.clone().addcmul_(y, z, value=1.7),
+    "ldexp": lambda x, y, z: torch.ldexp(x, torch.tensor(3).to(x.device)),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("name", sorted(HALF_SCALAR_OPS))
+def test_16bit_ops_compute_in_float32_as_the_cpu(name, dtype):
+    """PyTorch's CPU kernels compute these in float32 for 16-bit inputs (a
+    Python number stays a float32 value) and round once."""
+    g = torch.Generator().manual_seed(5)
+    x, y, z = ((torch.randn(257, generator=g) * 9).to(dtype) for _ in range(3))
+    z = torch.where(z.abs() < 0.1, 1.0, z).to(dtype)
+    exact(HALF_SCALAR_OPS[name], x, y, z)
+
+
 REDUCTIONS_0D = {
     "sum": lambda t, k: torch.sum(t, dim=0, keepdim=k),
     "sum_neg": lambda t, k: torch.sum(t, dim=-1, keepdim=k),

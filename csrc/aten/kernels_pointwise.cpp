@@ -80,11 +80,19 @@ at::Tensor finish(Kernel& k, Value r, at::ScalarType rt, Dest dest, const at::Te
   return result;
 }
 
+Value l_mul(Builder& b, Value x, Value y);
+Value l_div(Builder& b, Value x, Value y);
+
 at::Tensor binary(const char* op, Kind kind, Bin f, const at::Tensor& a, const at::Tensor& b, Dest dest,
                   const at::Tensor* target = nullptr) {
   c10::Device dev = target ? target->device() : device_of(a, b);
   check_same_device(op, dev, {&a, &b, target});
-  at::ScalarType ct = compute_type(kind, at::result_type(a, b));
+  const at::ScalarType rt = compute_type(kind, at::result_type(a, b));
+  // PyTorch's CPU mul and div of a 16-bit float tensor by a one-element
+  // second operand (a Python number) read that operand in float32 and
+  // compute in float32: x * 0.7 multiplies by 0.7f, not by 0.7 rounded.
+  const bool scalar_opmath = (f == &l_mul || f == &l_div) && at::isReducedFloatingType(rt) && b.numel() == 1;
+  at::ScalarType ct = scalar_opmath ? at::kFloat : rt;
   const bool int_divide = kind == Kind::kDivide && at::isIntegralType(ct, /*includeBool=*/true);
   if (int_divide && !b.device().is_privateuseone() && b.dim() == 0)
     TORCH_CHECK(b.item().toLong() != 0, "ZeroDivisionError");
@@ -98,7 +106,7 @@ at::Tensor binary(const char* op, Kind kind, Bin f, const at::Tensor& a, const a
   } catch (const ops::LoweringError& e) {
     rethrow_lowering(op, e);
   }
-  return finish(k, r, result_type(kind, ct), dest, target);
+  return finish(k, r, result_type(kind, rt), dest, target);
 }
 
 at::Tensor unary(const char* op, Kind kind, Un f, const at::Tensor& a, Dest dest, const at::Tensor* target = nullptr) {
@@ -432,10 +440,12 @@ at::Tensor addc(const char* op, bool divide, const at::Tensor& self, const at::T
   if (divide && at::isIntegralType(ct, true)) ct = at::typeMetaToScalarType(at::get_default_dtype());
   Kernel k(op, dev);
   Builder& b = k.b();
-  Value x = k.in(self, ct), y1 = k.in(t1, ct), y2 = k.in(t2, ct);
-  Value prod = divide ? b.div(y1, y2) : b.mul(y1, y2);
-  Value scaled = b.mul(prod, b.broadcast_to(k.scalar(value, ct), b.dims(prod)));
-  return finish(k, b.add(x, scaled), ct, dest, target);
+  // As PyTorch's CPU kernel: (value * t1) op t2, 16-bit floats in float32.
+  const at::ScalarType mt = opmath(ct);
+  Value x = k.in(self, mt), y1 = k.in(t1, mt), y2 = k.in(t2, mt);
+  Value scaled = b.mul(b.broadcast_to(k.scalar(value, mt), b.dims(y1)), y1);
+  Value r = divide ? b.div(scaled, y2) : b.mul(scaled, y2);
+  return finish(k, b.add(x, r), ct, dest, target);
 }
 at::Tensor addcmul(const at::Tensor& s, const at::Tensor& a, const at::Tensor& b, const at::Scalar& v) {
   TPU_COUNT("aten::addcmul");
