@@ -71,6 +71,43 @@ def test_16bit_ops_compute_in_float32_as_the_cpu(name, dtype):
     exact(HALF_SCALAR_OPS[name], x, y, z)
 
 
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.float32])
+@pytest.mark.parametrize("args", [(0.0, -8.000001, -4.0), (0.5, 5.7, 1.9), (-3, 7, 2), (2.9, -4.2, -1.1)])
+def test_arange_with_float_bounds_sizes_as_the_cpu(args, dtype):
+    expected = torch.arange(*args, dtype=dtype)
+    got = torch.arange(*args, dtype=dtype, device=DEV).cpu()
+    assert got.dtype == expected.dtype
+    torch.testing.assert_close(got, expected, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.bool, torch.float16, torch.float32])
+def test_native_dropout_backward_result_dtype_and_values(dtype):
+    g = torch.tensor([1, 2, 0, 3, 1]).to(dtype)
+    mask = torch.tensor([True, False, True, True, False])
+    exact(lambda a, m: torch.ops.aten.native_dropout_backward(a, m, 1.7), g, mask)
+
+
+def test_assert_async_is_a_device_side_check():
+    torch.ops.aten._assert_async(torch.tensor([2.5], device=DEV))
+    torch.ops.aten._assert_async(torch.tensor(True, device=DEV))
+    torchtpu.synchronize()
+    with pytest.raises(RuntimeError, match="boom"):
+        torch.ops.aten._assert_async.msg(torch.tensor(0, device=DEV), "boom")
+        torchtpu.synchronize()
+    with pytest.raises(RuntimeError, match="more than one value"):
+        torch.ops.aten._assert_async(torch.ones(2, device=DEV))
+    assert "aten::_assert_async" not in torchtpu.debug.metrics()["cpu_fallbacks"]
+
+
+@pytest.mark.parametrize("fn", [torch.quantile, torch.nanquantile])
+def test_quantile_with_a_device_q_checks_its_range(fn):
+    x = torch.tensor([3.0, -1.0, float("nan"), 7.0, 0.5])
+    same(lambda t, q: fn(t, q, dim=0, keepdim=True), x, torch.tensor([0.0, 0.25, 1.0]))
+    for bad in ([0.5, float("nan")], [1.5], [-0.1, 0.2]):
+        raises_like_cpu(lambda t, q: fn(t, q), x, torch.tensor(bad), match="range")
+
+
 REDUCTIONS_0D = {
     "sum": lambda t, k: torch.sum(t, dim=0, keepdim=k),
     "sum_neg": lambda t, k: torch.sum(t, dim=-1, keepdim=k),

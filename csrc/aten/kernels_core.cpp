@@ -211,6 +211,29 @@ at::Tensor& set_tensor(at::Tensor& self, const at::Tensor& src) {
   return set_source_storage(self, src.storage(), src.storage_offset(), src.sizes(), src.strides());
 }
 
+// As CUDA's device-side assert: raised at the next sync point (at once in
+// Debug Eager) when the one-element tensor is zero, without a transfer.
+void assert_async_impl(const at::Tensor& self, c10::string_view msg) {
+  TORCH_CHECK(self.numel() != 0, "Boolean value of Tensor with no values is ambiguous");
+  TORCH_CHECK(self.numel() == 1, "Boolean value of Tensor with more than one value is ambiguous");
+  Kernel k("aten::_assert_async", self);
+  Builder& b = k.b();
+  Value v = b.reshape(k.in(self), {});
+  k.check(b.compare(v, b.zeros_like(v), ops::Cmp::kEQ), Kernel::CheckKind::kRuntime,
+          msg.empty() ? std::string("Expected Tensor with single nonzero value, but got zero") : std::string(msg));
+  k.run();
+}
+
+void assert_async(const at::Tensor& self) {
+  TPU_COUNT("aten::_assert_async");
+  assert_async_impl(self, "");
+}
+
+void assert_async_msg(const at::Tensor& self, c10::string_view msg) {
+  TPU_COUNT("aten::_assert_async.msg");
+  assert_async_impl(self, msg);
+}
+
 // nn.Module._apply and `param.data = t` keep a Parameter's identity (and so
 // tied weights stay tied) only when this holds for the old and new tensor.
 // PyTorch's default answers true for dense tensors of its built-in backends
@@ -231,6 +254,8 @@ bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& 
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
+  m.impl("_assert_async", TORCH_FN(assert_async));
+  m.impl("_assert_async.msg", TORCH_FN(assert_async_msg));
   m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
   m.impl("empty_strided", TORCH_FN(empty_strided));
   m.impl("_copy_from", TORCH_FN(copy_from));

@@ -246,21 +246,35 @@ at::Tensor& tril_out(const at::Tensor& s, int64_t diag, at::Tensor& out) {
 
 at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at::Scalar& step, at::Tensor& out) {
   TPU_COUNT("aten::arange.start_out");
+  // As PyTorch's CPU kernel: integer results take the bounds and step as
+  // int64 (truncated); int64 results are sized in integer arithmetic.
+  const bool integral = at::isIntegralType(out.scalar_type(), /*includeBool=*/false);
   double s = start.toDouble(), e = end.toDouble(), st = step.toDouble();
-  TORCH_CHECK(st != 0, "step must be nonzero");
-  TORCH_CHECK((st > 0 && e >= s) || (st < 0 && e <= s), "upper bound and larger bound inconsistent with step sign");
-  int64_t n = at::isIntegralType(out.scalar_type(), false) && start.isIntegral(false) && end.isIntegral(false) &&
-                      step.isIntegral(false)
-                  ? (end.toLong() - start.toLong() + step.toLong() - (st > 0 ? 1 : -1)) / step.toLong()
-                  : static_cast<int64_t>(std::ceil((e - s) / st));
+  int64_t n = 0;
+  if (integral) {
+    const int64_t xs = start.toLong(), xe = end.toLong(), xst = step.toLong();
+    TORCH_CHECK(xst != 0, "step must be nonzero");
+    TORCH_CHECK((xst > 0 && xe >= xs) || (xst < 0 && xe <= xs),
+                "upper bound and larger bound inconsistent with step sign");
+    n = out.scalar_type() == at::kLong ? (xe - xs + xst - (xst > 0 ? 1 : -1)) / xst
+                                       : static_cast<int64_t>(std::ceil(static_cast<double>(e - s) / st));
+  } else {
+    TORCH_CHECK(st != 0, "step must be nonzero");
+    TORCH_CHECK(std::isfinite(s) && std::isfinite(e), "unsupported range: ", s, " -> ", e);
+    TORCH_CHECK((st > 0 && e >= s) || (st < 0 && e <= s), "upper bound and larger bound inconsistent with step sign");
+    n = static_cast<int64_t>(std::ceil((e - s) / st));
+  }
   if (out.numel() != n) out.resize_({n});
   if (n == 0) return out;
   Kernel k("aten::arange", out);
   Builder& b = k.b();
-  at::ScalarType ct = at::isIntegralType(out.scalar_type(), false) ? at::kLong : at::kDouble;
-  if (ct == at::kDouble && out.scalar_type() != at::kDouble) ct = at::kFloat;
+  // PyTorch's accumulate type: int64 for integers, double for float32 and
+  // float64, float32 for 16-bit floats; the value is rounded once.
+  at::ScalarType ct = integral ? at::kLong : at::isReducedFloatingType(out.scalar_type()) ? at::kFloat : at::kDouble;
   Value i = b.iota(to_ir(ct), {n}, 0);
-  Value r = b.add(b.broadcast_to(k.scalar(start, ct), {n}), b.mul(i, b.broadcast_to(k.scalar(step, ct), {n})));
+  const at::Scalar first = integral ? at::Scalar(start.toLong()) : start;
+  const at::Scalar stride = integral ? at::Scalar(step.toLong()) : step;
+  Value r = b.add(b.broadcast_to(k.scalar(first, ct), {n}), b.mul(i, b.broadcast_to(k.scalar(stride, ct), {n})));
   k.into(out, r);
   k.run();
   return out;
@@ -356,12 +370,20 @@ at::Tensor native_dropout_backward(const at::Tensor& grad, const at::Tensor& mas
   TPU_COUNT("aten::native_dropout_backward");
   Kernel k("aten::native_dropout_backward", grad);
   Builder& b = k.b();
+  // grad * mask * scale, as the CPU: integer and bool gradients give the
+  // default float dtype; 16-bit ones multiply by the scale in float32; a NaN
+  // gradient stays NaN where dropped. (XLA turns a product with a converted
+  // mask into a select.)
+  const at::ScalarType rt = at::isIntegralType(grad.scalar_type(), /*includeBool=*/true)
+                                ? at::typeMetaToScalarType(at::get_default_dtype())
+                                : grad.scalar_type();
+  const at::ScalarType mt = at::isReducedFloatingType(rt) ? at::kFloat : rt;
   Value g = k.in(grad);
   Value m = k.in(mask, at::kBool);
-  Value s = b.broadcast_to(k.scalar(scale, grad.scalar_type()), b.dims(g));
-  // grad * mask * scale, as the CPU: a NaN gradient stays NaN where dropped.
-  // (XLA turns a product with a converted mask into a select.)
-  at::Tensor out = k.out(b.mul(b.select(m, g, b.mul(g, b.zeros_like(g))), s), grad.scalar_type());
+  Value kept = b.select(m, g, b.dtype(g) == ir::DType::kBool ? b.zeros_like(g) : b.mul(g, b.zeros_like(g)));
+  kept = b.convert(kept, to_ir(mt));
+  Value scaled = b.mul(kept, b.broadcast_to(k.scalar(scale, mt), b.dims(kept)));
+  at::Tensor out = k.out(scaled, rt);
   k.run();
   return out;
 }

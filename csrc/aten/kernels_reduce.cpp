@@ -3,6 +3,9 @@
 // layer_norm, with their backward ops.
 #include <ATen/WrapDimUtils.h>
 #include <ATen/WrapDimUtilsMulti.h>
+#include <ATen/ops/_assert_async.h>
+#include <ATen/ops/nanquantile_native.h>
+#include <ATen/ops/quantile_native.h>
 #include <torch/library.h>
 
 #include "aten/tensor_ir.h"
@@ -11,6 +14,35 @@ namespace torchtpu::aten {
 namespace {
 
 using ops::Cmp;
+
+// quantile with a tensor q: PyTorch checks q's range only for a CPU q (a
+// device q would need a sync); here the check is a device-side assert, so a
+// q outside [0, 1] (or NaN) raises at the next sync point instead of giving
+// values. The rest is PyTorch's own composite, differentiable as on the CPU.
+void check_q_in_range(const at::Tensor& q) {
+  if (q.device().is_privateuseone() && q.numel() > 0)
+    at::_assert_async(at::logical_and(q.ge(0), q.le(1)).all(), "quantile() q values must be in the range [0, 1]");
+}
+at::Tensor quantile_q(const at::Tensor& self, const at::Tensor& q, std::optional<int64_t> dim, bool keepdim,
+                      c10::string_view interpolation) {
+  check_q_in_range(q);
+  return at::native::quantile(self, q, dim, keepdim, interpolation);
+}
+at::Tensor& quantile_q_out(const at::Tensor& self, const at::Tensor& q, std::optional<int64_t> dim, bool keepdim,
+                           c10::string_view interpolation, at::Tensor& out) {
+  check_q_in_range(q);
+  return at::native::quantile_out(self, q, dim, keepdim, interpolation, out);
+}
+at::Tensor nanquantile_q(const at::Tensor& self, const at::Tensor& q, std::optional<int64_t> dim, bool keepdim,
+                         c10::string_view interpolation) {
+  check_q_in_range(q);
+  return at::native::nanquantile(self, q, dim, keepdim, interpolation);
+}
+at::Tensor& nanquantile_q_out(const at::Tensor& self, const at::Tensor& q, std::optional<int64_t> dim, bool keepdim,
+                              c10::string_view interpolation, at::Tensor& out) {
+  check_q_in_range(q);
+  return at::native::nanquantile_out(self, q, dim, keepdim, interpolation, out);
+}
 
 // The dims a reduction runs over, with PyTorch's checks: each dim wraps
 // (a 0-d tensor has one wrappable dim, 0 or -1, with nothing to reduce) and
@@ -458,6 +490,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(
 }
 
 }  // namespace
+
+// Above autograd: the composite records its own ops for backward.
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
+  m.impl("quantile", TORCH_FN(quantile_q));
+  m.impl("quantile.out", TORCH_FN(quantile_q_out));
+  m.impl("nanquantile", TORCH_FN(nanquantile_q));
+  m.impl("nanquantile.out", TORCH_FN(nanquantile_q_out));
+}
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("sum.dim_IntList", TORCH_FN(sum_dim));
