@@ -90,6 +90,32 @@ METADATA_ONLY = {
 }
 
 
+# Samples with NaN/Inf written in, where the device's NaN may stand for any CPU value (every other
+# element is still compared). XLA's convolution multiplies the zero padding and the zeros that a
+# transposed convolution's stride inserts, as cuDNN's implicit GEMM does; the CPU's oneDNN/im2col
+# kernels skip them. So an infinite or NaN weight gives NaN (0 * inf) at outputs whose window
+# reaches padding, where the CPU gives an infinity or a finite sum.
+_PADDING_TIMES_INF = "XLA's convolution multiplies padding zeros by the infinite/NaN weights; the CPU skips them"
+NONFINITE_DEVICE_NAN_OK = {
+    op: _PADDING_TIMES_INF
+    for op in ("nn.functional.conv1d", "nn.functional.conv2d", "nn.functional.conv3d",
+               "nn.functional.conv_transpose1d", "nn.functional.conv_transpose2d",
+               "nn.functional.conv_transpose3d", "conv_transpose2d", "conv_transpose3d",
+               "nn.functional.conv2d.stride_groups_paddings")
+}
+
+# Samples compared with another CPU reference, computed under a context (op, variant) -> (factory, reason).
+def _sdpa_math():
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    return sdpa_kernel(SDPBackend.MATH)
+
+
+CPU_REFERENCE_CONTEXT = {
+    ("nn.functional.scaled_dot_product_attention", "nonfinite"): (
+        _sdpa_math, "the CPU's flash kernel skips fully masked key blocks, so a NaN there never reaches the output; "
+        "the device computes PyTorch's math backend (softmax weights of 0 times NaN values), which is the reference"),
+}
+
 # Positional arguments (indices into sample.args) that PyTorch takes on the CPU whatever the device
 # of the input; they are not moved to the device.
 HOST_ARGS = {
