@@ -108,6 +108,26 @@ def test_quantile_with_a_device_q_checks_its_range(fn):
         raises_like_cpu(lambda t, q: fn(t, q), x, torch.tensor(bad), match="range")
 
 
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.bool])
+@pytest.mark.parametrize("fn", [torch.isneginf, torch.isposinf, torch.isinf, torch.isfinite])
+def test_infinity_tests_native(fn, dtype):
+    torchtpu.debug.reset_metrics()
+    x = torch.tensor([1.0, -math.inf, math.inf, NAN, 0.0, -2.0])
+    x = x.to(dtype) if dtype.is_floating_point else torch.tensor([1, 0, 3, 0, 1, 1]).to(dtype)
+    exact(fn, x)
+    exact(fn, x[::2])
+    exact(fn, x[0])
+    assert torchtpu.debug.metrics()["cpu_fallbacks"] == {}
+
+
+def test_causal_attention_runs_without_cpu_fallback():
+    torchtpu.debug.reset_metrics()
+    q, k, v = (torch.randn(2, 3, 5, 8) for _ in range(3))
+    same(lambda a, b, c: F.scaled_dot_product_attention(a, b, c, is_causal=True), q, k, v)
+    assert torchtpu.debug.metrics()["cpu_fallbacks"] == {}
+
+
 REDUCTIONS_0D = {
     "sum": lambda t, k: torch.sum(t, dim=0, keepdim=k),
     "sum_neg": lambda t, k: torch.sum(t, dim=-1, keepdim=k),

@@ -2,6 +2,7 @@
 // their derivatives, with PyTorch's broadcasting and type promotion, in
 // functional, in-place and out= forms.
 #include <ATen/ScalarOps.h>
+#include <limits>
 #include <torch/library.h>
 
 #include "aten/tensor_ir.h"
@@ -171,6 +172,11 @@ Value l_sign(Builder& b, Value x) { return ops::sign(b, x); }
 Value l_isnan(Builder& b, Value x) {
   return ir::is_float(b.dtype(x)) ? b.compare(x, x, Cmp::kNE) : b.constant(DType::kBool, 0, b.dims(x));
 }
+template <int Sign>
+Value l_isinf_signed(Builder& b, Value x) {
+  if (!ir::is_float(b.dtype(x))) return b.constant(DType::kBool, 0, b.dims(x));
+  return b.compare(x, b.full_like(x, Sign * std::numeric_limits<double>::infinity()), Cmp::kEQ);
+}
 Value l_relu(Builder& b, Value x) { return ops::relu(b, x); }
 Value l_silu(Builder& b, Value x) { return ops::silu(b, x); }
 Value l_not(Builder& b, Value x) { return b.unary("stablehlo.not", x); }
@@ -320,6 +326,16 @@ TPU_UNARY(silu, "silu", Kind::kFloat, l_silu)
 TPU_UNARY(bitwise_not, "bitwise_not", Kind::kArith, l_not)
 TPU_UNARY(logical_not, "logical_not", Kind::kLogical, l_logical_not)
 
+at::Tensor& isneginf_out(const at::Tensor& a, at::Tensor& out) {
+  TPU_COUNT("aten::isneginf.out");
+  unary("aten::isneginf.out", Kind::kCompare, l_isinf_signed<-1>, a, Dest::kOut, &out);
+  return out;
+}
+at::Tensor& isposinf_out(const at::Tensor& a, at::Tensor& out) {
+  TPU_COUNT("aten::isposinf.out");
+  unary("aten::isposinf.out", Kind::kCompare, l_isinf_signed<1>, a, Dest::kOut, &out);
+  return out;
+}
 at::Tensor isnan(const at::Tensor& a) {
   TPU_COUNT("aten::isnan");
   return unary("aten::isnan", Kind::kCompare, l_isnan, a, Dest::kNew);
@@ -798,6 +814,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   TPU_REG_UNARY(sign, "sign")
   TPU_REG_UNARY(sgn, "sgn")
   m.impl("isnan", TORCH_FN(isnan));
+  m.impl("isneginf.out", TORCH_FN(isneginf_out));
+  m.impl("isposinf.out", TORCH_FN(isposinf_out));
   m.impl("isnan.out", TORCH_FN(isnan_out));
   TPU_REG_UNARY(silu, "silu")
   TPU_REG_UNARY(bitwise_not, "bitwise_not")
