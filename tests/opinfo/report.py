@@ -107,12 +107,7 @@ def markdown(data):
                 first = r.get("first") or {}
                 out.append(f"| {r['op']} | {r['variant']} | {r['dtype']} | {_cell(first.get('sample'), 80)} "
                            f"| {_cell(first.get('detail'), 200)} |")
-        fb = collections.Counter()
-        fb_ops = collections.defaultdict(set)
-        for r in entries.values():
-            for name, n in r.get("fallbacks", {}).items():
-                fb[name] += n
-                fb_ops[name].add(r["op"])
+        fb, fb_ops = fallback_counts(entries)
         if fb:
             out += ["", f"### CPU fallbacks ({len(fb)} aten ops, by the number of op_db entries using them)", "",
                     "| aten op | calls | op_db entries |", "|---|---|---|"]
@@ -132,6 +127,17 @@ def markdown(data):
             out.append(f"| {op} | " + " | ".join(cells) + " |")
         out.append("")
     return "\n".join(out) + "\n"
+
+
+def fallback_counts(entries):
+    """(calls per fallen-back aten op, the op_db entries using each)."""
+    fb = collections.Counter()
+    fb_ops = collections.defaultdict(set)
+    for r in entries.values():
+        for name, n in r.get("fallbacks", {}).items():
+            fb[name] += n
+            fb_ops[name].add(r["op"])
+    return fb, fb_ops
 
 
 def _cell(text, limit):
@@ -173,12 +179,7 @@ def write_failures(data, path):
             first = r.get("first") or {}
             out.append(f"- {r['op']} {r['variant']} {r['dtype']} (sample {first.get('index')}): "
                        f"{_cell(first.get('detail'), 200)}")
-        fb = collections.Counter()
-        fb_ops = collections.defaultdict(set)
-        for r in entries.values():
-            for name, n in r.get("fallbacks", {}).items():
-                fb[name] += n
-                fb_ops[name].add(r["op"])
+        fb, fb_ops = fallback_counts(entries)
         out += ["", f"### falls back ({len(fb)} aten ops, by the number of op_db entries using them)", ""]
         for name in sorted(fb, key=lambda k: (-len(fb_ops[k]), k)):
             out.append(f"- {name}: {len(fb_ops[name])} entries, {fb[name]} calls: {', '.join(sorted(fb_ops[name]))}")
