@@ -218,6 +218,13 @@ Value Builder::slice_dim(Value a, int64_t dim, int64_t start, int64_t limit, int
   return slice(a, s, l, st);
 }
 
+Value Builder::reverse(Value a, std::vector<int64_t> rev) {
+  if (rev.empty()) return a;
+  for (int64_t d : rev)
+    if (d < 0 || d >= rank(a)) throw LoweringError("reverse: dim " + std::to_string(d) + " out of range");
+  return g_.add("stablehlo.reverse", {a}, type(a), {Attr::array("dimensions", std::move(rev))});
+}
+
 Value Builder::concatenate(const std::vector<Value>& vs, int64_t dim) {
   if (vs.size() == 1) return vs[0];
   Dims out = dims(vs[0]);

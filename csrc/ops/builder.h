@@ -73,6 +73,7 @@ class Builder {
   Value slice(Value a, Dims start, Dims limit, Dims strides = {});
   Value slice_dim(Value a, int64_t dim, int64_t start, int64_t limit, int64_t step = 1);
   Value concatenate(const std::vector<Value>& vs, int64_t dim);
+  Value reverse(Value a, std::vector<int64_t> dims);
   Value pad(Value a, Value pad_value, Dims low, Dims high, Dims interior = {});
   Value iota(DType t, Dims dims, int64_t dim);
   Value dynamic_update_slice(Value a, Value update, const std::vector<int64_t>& start);
