@@ -81,6 +81,18 @@ def test_arange_with_float_bounds_sizes_as_the_cpu(args, dtype):
     torch.testing.assert_close(got, expected, rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.int32])
+@pytest.mark.parametrize("args", [(0, 1, 10), (-3.3, 7.9, 17), (5, -5, 1), (2, 2, 4), (0, 100, 1001), (3.7, -2.2, 64),
+                                  (1, 2, 0)])
+def test_linspace_matches_the_cpu_bit_for_bit(args, dtype):
+    torchtpu.debug.reset_metrics()
+    expected = torch.linspace(*args, dtype=dtype)
+    got = torch.linspace(*args, dtype=dtype, device=DEV).cpu()
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    torch.testing.assert_close(got, expected, rtol=0, atol=0)
+    assert torchtpu.debug.metrics()["cpu_fallbacks"] == {}
+
+
 @pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.bool, torch.float16, torch.float32])
 def test_native_dropout_backward_result_dtype_and_values(dtype):
     g = torch.tensor([1, 2, 0, 3, 1]).to(dtype)

@@ -280,6 +280,56 @@ at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at:
   return out;
 }
 
+// As PyTorch's CPU kernel: step = (end - start) / (steps - 1) in the result
+// dtype (double for integers); the first half counts up from start, the
+// second down from end; 16-bit floats round after each operation.
+at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t steps, at::Tensor& out) {
+  TPU_COUNT("aten::linspace.out");
+  TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
+  TORCH_CHECK(!start.isComplex() && !end.isComplex() && !at::isComplexType(out.scalar_type()),
+              "linspace: complex values are not supported on tpu");
+  if (out.numel() != steps) out.resize_({steps});
+  if (steps == 0) return out;
+  const at::ScalarType rt = out.scalar_type();
+  const bool integral = at::isIntegralType(rt, /*includeBool=*/true);
+  const bool half = at::isReducedFloatingType(rt);
+  const at::ScalarType ct = integral ? at::kDouble : half ? at::kFloat : rt;
+  Kernel k("aten::linspace", out);
+  Builder& b = k.b();
+  auto round = [&](Value v) { return half ? b.convert(b.convert(v, to_ir(rt)), to_ir(ct)) : v; };
+  // start and end in the result dtype first (an integer result truncates them).
+  auto in_result = [&](const at::Scalar& s) { return b.convert(b.convert(k.scalar(s, ct), to_ir(rt)), to_ir(ct)); };
+  Value s0 = in_result(start), e0 = in_result(end);
+  if (steps == 1) {
+    k.into(out, b.reshape(s0, {1}));
+    k.run();
+    return out;
+  }
+  // The divisor is a parameter: XLA turns a division by a constant into a
+  // multiplication by its reciprocal, which rounds differently.
+  Value step = round(b.div(round(b.sub(e0, s0)), k.scalar(at::Scalar(steps - 1), ct)));
+  const ir::Dims n{steps};
+  // The index becomes the result's float type first (16-bit: rounded). The
+  // CPU's compiler fuses start + step * idx into one multiply-add for
+  // float32: computed in float64 and rounded once here.
+  const bool fma = rt == at::kFloat;
+  const at::ScalarType mt = fma ? at::kDouble : ct;
+  auto as_index = [&](Value i) { return b.convert(round(b.convert(i, to_ir(ct))), to_ir(mt)); };
+  Value iota = b.iota(DType::kS64, n, 0);
+  Value idx = as_index(iota);
+  Value back = as_index(b.sub(b.constant(DType::kS64, static_cast<double>(steps - 1), n), iota));
+  Value stepm = b.broadcast_to(b.convert(step, to_ir(mt)), n);
+  auto finish = [&](Value v) { return round(b.convert(v, to_ir(ct))); };
+  Value up = finish(b.add(b.broadcast_to(b.convert(s0, to_ir(mt)), n), fma ? b.mul(stepm, idx) : round(b.mul(stepm, idx))));
+  Value down =
+      finish(b.sub(b.broadcast_to(b.convert(e0, to_ir(mt)), n), fma ? b.mul(stepm, back) : round(b.mul(stepm, back))));
+  Value first_half = b.compare(b.iota(DType::kS64, n, 0), b.constant(DType::kS64, static_cast<double>(steps / 2), n),
+                               ops::Cmp::kLT);
+  k.into(out, b.select(first_half, up, down));
+  k.run();
+  return out;
+}
+
 // ---- random ------------------------------------------------------------------------------
 
 TpuGenerator* gen_of(const std::optional<at::Generator>& g, const at::Tensor& t) {
@@ -410,6 +460,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("tril_", TORCH_FN(tril_));
   m.impl("tril.out", TORCH_FN(tril_out));
   m.impl("arange.start_out", TORCH_FN(arange_out));
+  m.impl("linspace.out", TORCH_FN(linspace_out));
   m.impl("uniform_", TORCH_FN(uniform_));
   m.impl("normal_", TORCH_FN(normal_));
   m.impl("bernoulli_.float", TORCH_FN(bernoulli_));

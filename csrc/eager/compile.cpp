@@ -16,10 +16,14 @@ namespace {
 // would have to join the graph key (and reach the deserialize call).
 // XLA's fast min/max drops a NaN operand; PyTorch propagates NaN from either
 // side (maximum, clamp, amax, max pooling), so it is off on every platform.
+// Excess precision lets XLA skip a rounding the graph asks for (a float32
+// value converted to float64, a bfloat16 intermediate kept in float32): a
+// lowering that rounds where PyTorch's kernel rounds must get that rounding,
+// and a Fused program must round as the same ops do one at a time.
 const std::string& compile_options() {
   static const std::string bytes = [] {
     pjrt::CompileOptions o;
-    for (const char* flag : {"xla_cpu_enable_fast_min_max", "xla_gpu_enable_fast_min_max"}) {
+    for (const char* flag : {"xla_cpu_enable_fast_min_max", "xla_gpu_enable_fast_min_max", "xla_allow_excess_precision"}) {
       pjrt::OptionOverride off;
       off.kind = pjrt::OptionOverride::kBool;
       off.b = false;
