@@ -4,7 +4,7 @@
 #include <ATen/WrapDimUtils.h>
 #include <torch/library.h>
 
-#include "aten/opmath.h"
+#include "aten/tensor_ir.h"
 
 namespace torchtpu::aten {
 namespace {
@@ -428,8 +428,7 @@ std::tuple<at::Tensor, at::Tensor> nll_loss_forward(const at::Tensor& self, cons
               ", target: ", target.sizes(), ")");
   check_same_device("aten::nll_loss_forward", self.device(), {&target});
   at::Tensor s2 = as_2d(self);
-  // The CPU sums the weighted losses and the weights in float32 for 16-bit inputs.
-  at::ScalarType ct = opmath(self.scalar_type());
+  at::ScalarType ct = self.scalar_type();
   Kernel k("aten::nll_loss_forward", self);
   Builder& b = k.b();
   const int64_t n = s2.size(0), c = s2.size(1);
@@ -447,8 +446,8 @@ std::tuple<at::Tensor, at::Tensor> nll_loss_forward(const at::Tensor& self, cons
   } else {
     out = b.div(b.reduce_sum(loss, {0}), total);
   }
-  at::Tensor o = k.out(out, self.scalar_type());
-  at::Tensor tw = k.out(total, self.scalar_type());
+  at::Tensor o = k.out(out, ct);
+  at::Tensor tw = k.out(total, ct);
   k.run();
   return {o, tw};
 }
