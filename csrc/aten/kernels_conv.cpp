@@ -5,7 +5,7 @@
 #include <c10/core/SymIntArrayRef.h>
 #include <torch/library.h>
 
-#include "aten/tensor_ir.h"
+#include "aten/opmath.h"
 #include "ops/conv.h"
 
 namespace torchtpu::aten {
@@ -90,7 +90,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
     if (mask[2]) {
       std::vector<int64_t> dims{0};
       for (int64_t i = 2; i < grad_output.dim(); ++i) dims.push_back(i);
-      gb = k.out(b.reduce_sum(g, dims), t);
+      gb = k.out(b.reduce_sum(b.convert(g, to_ir(opmath(t))), dims), t);
     }
     k.run();
     return {gi, gw, gb};

@@ -4,7 +4,8 @@
 // and their backward. Training normalizes with the biased batch variance and
 // updates running_mean / running_var in place with momentum (unbiased
 // variance), as the CPU does; eval uses the running stats. save_mean /
-// save_invstd are the batch stats in training and empty in eval.
+// save_invstd are the batch stats in training and empty in eval. Also group
+// norm (native_group_norm).
 #include <torch/library.h>
 
 #include "aten/tensor_ir.h"
@@ -71,9 +72,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_impl(
     mean = k.in(*running_mean, ct);
     invstd = b.rsqrt(b.add(k.in(*running_var, ct), b.constant(c, eps, {input.size(1)})));
   }
-  Value y = b.mul(b.sub(x, per_channel(b, mean, d)), per_channel(b, invstd, d));
-  if (defined(weight)) y = b.mul(y, per_channel(b, k.in(*weight, ct), d));
-  if (defined(bias)) y = b.add(y, per_channel(b, k.in(*bias, ct), d));
+  // As the CPU: the batch stats are stored in the stats dtype and read back,
+  // and y = x * alpha + beta with alpha = invstd * weight, beta = bias - mean * alpha.
+  auto stored = [&](Value v) { return training ? b.convert(b.convert(v, to_ir(st)), c) : v; };
+  Value alpha = stored(invstd);
+  if (defined(weight)) alpha = b.mul(alpha, k.in(*weight, ct));
+  Value beta = b.neg(b.mul(stored(mean), alpha));
+  if (defined(bias)) beta = b.add(k.in(*bias, ct), beta);
+  Value y = b.add(b.mul(x, per_channel(b, alpha, d)), per_channel(b, beta, d));
   at::Tensor out = k.out(y, input.scalar_type());
   at::Tensor save_mean, save_invstd;
   if (training) {
@@ -120,20 +126,22 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward_impl(
   Value mean = train ? k.in(*save_mean, ct) : k.in(*running_mean, ct);
   Value invstd = train ? k.in(*save_invstd, ct)
                        : b.rsqrt(b.add(k.in(*running_var, ct), b.constant(c, eps, {input.size(1)})));
-  Value xhat = b.mul(b.sub(x, per_channel(b, mean, d)), per_channel(b, invstd, d));
-  Value sum_g = b.reduce_sum(g, red), sum_gx = b.reduce_sum(b.mul(g, xhat), red);
+  // The CPU's formulas: dot = sum(g * (x - mean)); grad_weight = dot * invstd;
+  // in training dx = (g - sum(g) / n - (x - mean) * dot * invstd^2 / n) * invstd * weight.
+  Value xc = b.sub(x, per_channel(b, mean, d));
+  Value sum_g = b.reduce_sum(g, red), dot = b.reduce_sum(b.mul(g, xc), red);
   at::Tensor gi, gw, gb;
   if (mask[0]) {
     Value scale = defined(weight) ? b.mul(invstd, k.in(*weight, ct)) : invstd;
     Value gx = g;
     if (train) {
       Value cn = b.constant(c, n, {input.size(1)});
-      gx = b.sub(b.sub(g, per_channel(b, b.div(sum_g, cn), d)),
-                 b.mul(xhat, per_channel(b, b.div(sum_gx, cn), d)));
+      Value proj = b.div(b.mul(b.mul(dot, invstd), invstd), cn);
+      gx = b.sub(b.sub(g, per_channel(b, b.div(sum_g, cn), d)), b.mul(xc, per_channel(b, proj, d)));
     }
     gi = k.out(b.mul(gx, per_channel(b, scale, d)), input.scalar_type());
   }
-  if (mask[1]) gw = k.out(sum_gx, defined(weight) ? weight->scalar_type() : st);
+  if (mask[1]) gw = k.out(b.mul(dot, invstd), defined(weight) ? weight->scalar_type() : st);
   if (mask[2]) gb = k.out(sum_g, defined(weight) ? weight->scalar_type() : st);
   k.run();
   return {gi, gw, gb};
@@ -214,9 +222,46 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward(
                                   save_mean, save_var, update, eps, mask);
 }
 
+// Group norm of [N, C, *] in `group` groups, as the CPU kernel: statistics
+// and the affine transform in float32 for 16-bit inputs, rounded once (the
+// composite kernel would round the normalized value before the affine step);
+// mean and rstd are [N, group].
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_group_norm(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+    int64_t n, int64_t channels, int64_t hw, int64_t group, double eps) {
+  TPU_COUNT("aten::native_group_norm");
+  const char* op = "aten::native_group_norm";
+  TORCH_CHECK(group > 0 && channels % group == 0, op, ": expected the number of channels (", channels,
+              ") to be divisible by the number of groups (", group, ")");
+  TORCH_CHECK(input.dim() >= 2 && input.size(1) == channels && input.numel() == n * channels * hw, op,
+              ": expected an input of ", n, " x ", channels, " x ", hw, " elements, got ", input.sizes());
+  TORCH_CHECK(at::isFloatingType(input.scalar_type()), op, ": expected a floating point input, got ",
+              input.scalar_type());
+  check_channels(op, input, {&weight, &bias});
+  Kernel k(op, input);
+  Builder& b = k.b();
+  const at::ScalarType ct = acc_type(input.scalar_type()), st = param_type(input, {&weight, &bias});
+  const DType c = to_ir(ct);
+  const ir::Dims g3{n, group, channels / group * hw}, c3{n, channels, hw};
+  Value x = b.reshape(k.in(input, ct), g3);
+  const double count = static_cast<double>(g3[2]);
+  Value mean = b.div(b.reduce_sum(x, {2}), b.constant(c, count, {n, group}));
+  Value xc = b.sub(x, b.broadcast_in_dim(mean, g3, {0, 1}));
+  Value var = b.div(b.reduce_sum(b.mul(xc, xc), {2}), b.constant(c, count, {n, group}));
+  Value rstd = b.rsqrt(b.add(var, b.constant(c, eps, {n, group})));
+  Value y = b.reshape(b.mul(xc, b.broadcast_in_dim(rstd, g3, {0, 1})), c3);
+  if (defined(weight)) y = b.mul(y, b.broadcast_in_dim(k.in(*weight, ct), c3, {1}));
+  if (defined(bias)) y = b.add(y, b.broadcast_in_dim(k.in(*bias, ct), c3, {1}));
+  at::Tensor out = k.out(b.reshape(y, to_dims(input.sizes())), input.scalar_type());
+  at::Tensor mean_t = k.out(mean, st), rstd_t = k.out(rstd, st);
+  k.run();
+  return {out, mean_t, rstd_t};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("native_group_norm", TORCH_FN(native_group_norm));
   m.impl("native_batch_norm", TORCH_FN(native_batch_norm));
   m.impl("native_batch_norm_backward", TORCH_FN(native_batch_norm_backward));
   m.impl("_native_batch_norm_legit", TORCH_FN(legit));

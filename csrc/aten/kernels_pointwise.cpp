@@ -5,7 +5,7 @@
 #include <limits>
 #include <torch/library.h>
 
-#include "aten/tensor_ir.h"
+#include "aten/opmath.h"
 #include "ops/elementwise.h"
 
 namespace torchtpu::aten {
@@ -24,8 +24,8 @@ enum class Kind {
   kDivide,   // as kArith; an integer divisor of zero raises (ZeroDivisionError)
 };
 
-// PyTorch's opmath type: 16-bit floats compute in float32 and round once.
-at::ScalarType opmath(at::ScalarType t) { return (t == at::kHalf || t == at::kBFloat16) ? at::kFloat : t; }
+Value l_mul(Builder& b, Value x, Value y);
+Value l_div(Builder& b, Value x, Value y);
 
 at::ScalarType compute_type(Kind k, at::ScalarType promoted) {
   if (k == Kind::kLogical) return at::kBool;
@@ -100,8 +100,8 @@ at::Tensor binary(const char* op, Kind kind, Bin f, const at::Tensor& a, const a
   Kernel k(op, dev);
   Value r;
   try {
-    Value y = k.in(b, ct);
-    r = f(k.b(), k.in(a, ct), y);
+    auto [x, y] = binary_operands(k, a, b, ct, /*scalar_in_opmath=*/f == l_mul || f == l_div);
+    r = f(k.b(), x, y);
     if (int_divide && b.device().is_privateuseone())
       k.check(k.b().compare(y, k.b().zeros_like(y), Cmp::kEQ), Kernel::CheckKind::kRuntime, "ZeroDivisionError");
   } catch (const ops::LoweringError& e) {

@@ -349,7 +349,10 @@ at::Tensor& vector_norm_out(const at::Tensor& s, const at::Scalar& ord, at::Opti
 
 // ---- softmax family -------------------------------------------------------------
 
-Value softmax_value(Builder& b, Value x, int64_t dim, bool log) {
+// `round_log_sum`: the CPU's log_softmax over the last dim of a 16-bit input
+// stores the sum of exponentials, then its log, in the input's dtype (an
+// otherwise float32 computation): the value is rounded to that dtype.
+Value softmax_value(Builder& b, Value x, int64_t dim, bool log, std::optional<DType> round_log_sum = std::nullopt) {
   const ir::Dims& d = b.dims(x);
   if (d.empty()) {
     // One element: exp(x - x) and x - x, so NaN and infinities give NaN.
@@ -360,7 +363,10 @@ Value softmax_value(Builder& b, Value x, int64_t dim, bool log) {
   Value shifted = b.sub(x, m);
   Value e = b.exp(shifted);
   Value s = b.broadcast_to(b.keepdim(b.reduce_sum(e, {dim}), d, {dim}), d);
-  return log ? b.sub(shifted, b.log(s)) : b.div(e, s);
+  if (!log) return b.div(e, s);
+  const DType c = b.dtype(x);
+  auto round = [&](Value v) { return round_log_sum ? b.convert(b.convert(v, *round_log_sum), c) : v; };
+  return b.sub(shifted, round(b.log(round(s))));
 }
 
 at::Tensor softmax_impl(const char* op, bool log, const at::Tensor& self, int64_t dim, bool half_to_float,
@@ -368,7 +374,10 @@ at::Tensor softmax_impl(const char* op, bool log, const at::Tensor& self, int64_
   at::ScalarType rt = half_to_float ? at::kFloat : self.scalar_type();
   Kernel k(op, self);
   int64_t w = at::maybe_wrap_dim(dim, self.dim());
-  Value r = softmax_value(k.b(), k.in(self, acc_type(self.scalar_type())), w, log);
+  const at::ScalarType ct = acc_type(self.scalar_type());
+  std::optional<DType> round_log_sum;
+  if (log && ct != self.scalar_type() && self.dim() > 0 && w == self.dim() - 1) round_log_sum = to_ir(self.scalar_type());
+  Value r = softmax_value(k.b(), k.in(self, ct), w, log, round_log_sum);
   at::Tensor result = k.result(r, rt, out);
   k.run();
   return result;
