@@ -93,6 +93,19 @@ def test_linspace_matches_the_cpu_bit_for_bit(args, dtype):
     assert torchtpu.debug.metrics()["cpu_fallbacks"] == {}
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_multiplying_by_a_mask_keeps_nan_and_signed_zero(dtype):
+    """x * mask is inf * 0 = NaN and -3 * 0 = -0.0 where the mask is False, as
+    on the CPU, also when the mask is converted to float in the same program."""
+    x = torch.tensor([math.inf, 2.0, NAN, -3.0, -math.inf]).to(dtype)
+    m = torch.tensor([False, True, False, False, True])
+    exact(lambda a, b: a * b, x, m)
+    exact(lambda a, b: b * a, x, m)
+    exact(lambda a, b: a * b.to(a.dtype), x, m)
+    exact(lambda a, b: (a * b.to(a.dtype)).sum().reshape(1), x, m)
+    exact(lambda a, b: torch.where(b, a, a * b.to(a.dtype)), x, m)
+
+
 @pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.bool, torch.float16, torch.float32])
 def test_native_dropout_backward_result_dtype_and_values(dtype):
     g = torch.tensor([1, 2, 0, 3, 1]).to(dtype)

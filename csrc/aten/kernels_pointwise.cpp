@@ -81,19 +81,11 @@ at::Tensor finish(Kernel& k, Value r, at::ScalarType rt, Dest dest, const at::Te
   return result;
 }
 
-Value l_mul(Builder& b, Value x, Value y);
-Value l_div(Builder& b, Value x, Value y);
-
 at::Tensor binary(const char* op, Kind kind, Bin f, const at::Tensor& a, const at::Tensor& b, Dest dest,
                   const at::Tensor* target = nullptr) {
   c10::Device dev = target ? target->device() : device_of(a, b);
   check_same_device(op, dev, {&a, &b, target});
-  const at::ScalarType rt = compute_type(kind, at::result_type(a, b));
-  // PyTorch's CPU mul and div of a 16-bit float tensor by a one-element
-  // second operand (a Python number) read that operand in float32 and
-  // compute in float32: x * 0.7 multiplies by 0.7f, not by 0.7 rounded.
-  const bool scalar_opmath = (f == &l_mul || f == &l_div) && at::isReducedFloatingType(rt) && b.numel() == 1;
-  at::ScalarType ct = scalar_opmath ? at::kFloat : rt;
+  const at::ScalarType ct = compute_type(kind, at::result_type(a, b));
   const bool int_divide = kind == Kind::kDivide && at::isIntegralType(ct, /*includeBool=*/true);
   if (int_divide && !b.device().is_privateuseone() && b.dim() == 0)
     TORCH_CHECK(b.item().toLong() != 0, "ZeroDivisionError");
@@ -107,7 +99,7 @@ at::Tensor binary(const char* op, Kind kind, Bin f, const at::Tensor& a, const a
   } catch (const ops::LoweringError& e) {
     rethrow_lowering(op, e);
   }
-  return finish(k, r, result_type(kind, rt), dest, target);
+  return finish(k, r, result_type(kind, ct), dest, target);
 }
 
 at::Tensor unary(const char* op, Kind kind, Un f, const at::Tensor& a, Dest dest, const at::Tensor* target = nullptr) {

@@ -128,6 +128,9 @@ Value Builder::convert(Value a, DType t) {
     return compare(a, constant(dtype(a), 0, dims(a)), Cmp::kNE);
   }
   if (is_float(dtype(a)) && (is_signed_int(t) || t == DType::kU8)) return float_to_int(a, t);
+  // bool to float as a select: XLA rewrites a product with a converted bool
+  // into a select, which drops the NaN of inf * 0 and the sign of -x * 0.
+  if (dtype(a) == DType::kBool && is_float(t)) return select(a, constant(t, 1, dims(a)), constant(t, 0, dims(a)));
   return g_.add("stablehlo.convert", {a}, Type{t, dims(a)});
 }
 
