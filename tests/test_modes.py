@@ -213,7 +213,7 @@ def test_metrics_report():
 
 
 # ---- CPU fallback -------------------------------------------------------------
-# aten::cumsum.out and aten::sort.values_stable have no tpu lowering.
+# aten::_logcumsumexp and aten::sort.values_stable have no tpu lowering.
 
 def test_fallback_correct_and_counted():
     x = rand(5, 6, seed=9)
@@ -221,18 +221,18 @@ def test_fallback_correct_and_counted():
     debug.reset_metrics()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        c = torch.cumsum(t, 1)
+        c = torch.logcumsumexp(t, 1)
         s, i = torch.sort(t, dim=0)
-        c2 = t.cumsum(0)
+        c2 = t.logcumsumexp(0)
     assert c.device.type == "tpu" and s.device.type == "tpu" and i.device.type == "tpu"
-    torch.testing.assert_close(c.cpu(), torch.cumsum(x, 1))
-    torch.testing.assert_close(c2.cpu(), x.cumsum(0))
+    torch.testing.assert_close(c.cpu(), torch.logcumsumexp(x, 1))
+    torch.testing.assert_close(c2.cpu(), x.logcumsumexp(0))
     ref_s, ref_i = torch.sort(x, dim=0)
     assert torch.equal(s.cpu(), ref_s) and torch.equal(i.cpu(), ref_i)
     fb = debug.metrics()["cpu_fallbacks"]
-    assert fb == {"aten::cumsum.out": 2, "aten::sort.values_stable": 1}
+    assert fb == {"aten::_logcumsumexp": 2, "aten::sort.values_stable": 1}
     # The result is a normal device tensor that lowered ops consume.
-    torch.testing.assert_close((c * 2).cpu(), torch.cumsum(x, 1) * 2)
+    torch.testing.assert_close((c * 2).cpu(), torch.logcumsumexp(x, 1) * 2)
 
 
 def test_fallback_warns_once():
@@ -240,32 +240,32 @@ def test_fallback_warns_once():
     code = """
 import warnings, pytest, torch, torchtpu
 t = torch.arange(6.).to("tpu")
-with pytest.warns(UserWarning, match="aten::cumsum.out.*no tpu lowering"):
-    a = torch.cumsum(t, 0)
+with pytest.warns(UserWarning, match="aten::_logcumsumexp.*no tpu lowering"):
+    a = torch.logcumsumexp(t, 0)
 with warnings.catch_warnings(record=True) as w:
     warnings.simplefilter("always")
-    b = torch.cumsum(t, 0)
-assert not [x for x in w if "cumsum" in str(x.message)], [str(x.message) for x in w]
-assert torch.equal(a.cpu(), torch.cumsum(torch.arange(6.), 0)) and torch.equal(b.cpu(), a.cpu())
+    b = torch.logcumsumexp(t, 0)
+assert not [x for x in w if "logcumsumexp" in str(x.message)], [str(x.message) for x in w]
+assert torch.allclose(a.cpu(), torch.logcumsumexp(torch.arange(6.), 0)) and torch.equal(b.cpu(), a.cpu())
 print("ok", torchtpu.debug.metrics()["cpu_fallbacks"])
 """
     r = run_python(code)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip().splitlines()[-1] == "ok {'aten::cumsum.out': 2}"
+    assert r.stdout.strip().splitlines()[-1] == "ok {'aten::_logcumsumexp': 2}"
 
 
 def test_fallback_error_setting():
     code = """
 import torch, torchtpu
 try:
-    torch.cumsum(torch.ones(3, device="tpu"), 0)
+    torch.logcumsumexp(torch.ones(3, device="tpu"), 0)
 except NotImplementedError as e:
     print("raised:", e)
 """
     r = run_python(code, TORCHTPU_CPU_FALLBACK="error")
     assert r.returncode == 0, r.stderr
     out = r.stdout.strip().splitlines()[-1]
-    assert out.startswith("raised:") and "aten::cumsum.out" in out and "TORCHTPU_CPU_FALLBACK" in out
+    assert out.startswith("raised:") and "aten::_logcumsumexp" in out and "TORCHTPU_CPU_FALLBACK" in out
 
 
 # ---- errors ---------------------------------------------------------------------
