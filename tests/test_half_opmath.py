@@ -84,3 +84,18 @@ def test_batch_norm_training_like_cpu(each_mode, dtype):
         _same(c, d)
     # The input gradient is exact up to float32 contraction in XLA: one 16-bit ulp.
     torch.testing.assert_close(gd[0].cpu(), gc[0])
+
+
+@pytest.mark.parametrize("dtype", LOW)
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_nll_loss_sums_in_float32(each_mode, dtype, reduction):
+    """The weighted 16-bit losses and weights are summed in float32 and rounded
+    once (CUDA's accumulation): equal to the CPU's float32 result rounded."""
+    g = torch.Generator().manual_seed(4)
+    x = (torch.randn(300, 7, generator=g) * 3).to(dtype)
+    t = torch.randint(0, 7, (300,), generator=g)
+    w = torch.rand(7, generator=g).to(dtype)
+    expected = F.nll_loss(x.float(), t, weight=w.float(), reduction=reduction).to(dtype)
+    got = F.nll_loss(x.to("tpu"), t.to("tpu"), weight=w.to("tpu"), reduction=reduction)
+    assert got.dtype == dtype
+    _same(expected, got)

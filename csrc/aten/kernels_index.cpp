@@ -4,7 +4,7 @@
 #include <ATen/WrapDimUtils.h>
 #include <torch/library.h>
 
-#include "aten/tensor_ir.h"
+#include "aten/opmath.h"
 
 namespace torchtpu::aten {
 namespace {
@@ -428,7 +428,9 @@ std::tuple<at::Tensor, at::Tensor> nll_loss_forward(const at::Tensor& self, cons
               ", target: ", target.sizes(), ")");
   check_same_device("aten::nll_loss_forward", self.device(), {&target});
   at::Tensor s2 = as_2d(self);
-  at::ScalarType ct = self.scalar_type();
+  // 16-bit losses and weights are summed in float32 and rounded once (as
+  // CUDA's kernel does; the CPU's 16-bit cascade sum is less accurate).
+  at::ScalarType ct = opmath(self.scalar_type());
   Kernel k("aten::nll_loss_forward", self);
   Builder& b = k.b();
   const int64_t n = s2.size(0), c = s2.size(1);
@@ -446,8 +448,8 @@ std::tuple<at::Tensor, at::Tensor> nll_loss_forward(const at::Tensor& self, cons
   } else {
     out = b.div(b.reduce_sum(loss, {0}), total);
   }
-  at::Tensor o = k.out(out, ct);
-  at::Tensor tw = k.out(total, ct);
+  at::Tensor o = k.out(out, self.scalar_type());
+  at::Tensor tw = k.out(total, self.scalar_type());
   k.run();
   return {o, tw};
 }
