@@ -21,12 +21,14 @@ at::ScalarType matmul_type(const char* op, const at::Tensor& a, const at::Tensor
   return a.scalar_type();
 }
 
-Value mm_value(Kernel& k, const at::Tensor& a, const at::Tensor& b) {
+// `acc`: the result type of the product (float32 for a 16-bit product that
+// is combined with a bias before rounding, as PyTorch's CPU addmm does).
+Value mm_value(Kernel& k, const at::Tensor& a, const at::Tensor& b, std::optional<at::ScalarType> acc = std::nullopt) {
   TORCH_CHECK(a.dim() == 2 && b.dim() == 2, k.op(), ": expected 2-D tensors, got ", a.dim(), "-D and ", b.dim(), "-D");
   TORCH_CHECK(a.size(1) == b.size(0), "mat1 and mat2 shapes cannot be multiplied (", a.size(0), "x", a.size(1),
               " and ", b.size(0), "x", b.size(1), ")");
   at::ScalarType t = matmul_type(k.op(), a, b);
-  return k.b().dot_general(k.in(a), k.in(b), {}, {}, {1}, {0}, to_ir(t));
+  return k.b().dot_general(k.in(a), k.in(b), {}, {}, {1}, {0}, to_ir(acc.value_or(t)));
 }
 
 at::Tensor mm(const at::Tensor& a, const at::Tensor& b) {
@@ -72,8 +74,9 @@ bool is_one(const at::Scalar& s) { return s.isIntegral(true) ? s.toLong() == 1 :
 Value addmm_value(Kernel& k, const at::Tensor& bias, const at::Tensor& a, const at::Tensor& b, const at::Scalar& beta,
                   const at::Scalar& alpha) {
   Builder& bb = k.b();
-  at::ScalarType t = a.scalar_type();
-  Value p = mm_value(k, a, b);
+  // 16-bit: product, scaling and bias in float32, rounded once.
+  const at::ScalarType t = at::isReducedFloatingType(a.scalar_type()) ? at::kFloat : a.scalar_type();
+  Value p = mm_value(k, a, b, t);
   if (!is_one(alpha)) p = bb.mul(p, bb.broadcast_to(k.scalar(alpha, t), bb.dims(p)));
   bool beta_zero = beta.isIntegral(true) ? beta.toLong() == 0 : beta.toDouble() == 0.0;
   if (beta_zero) return p;

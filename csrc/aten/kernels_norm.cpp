@@ -249,9 +249,19 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_group_norm(
   Value xc = b.sub(x, b.broadcast_in_dim(mean, g3, {0, 1}));
   Value var = b.div(b.reduce_sum(b.mul(xc, xc), {2}), b.constant(c, count, {n, group}));
   Value rstd = b.rsqrt(b.add(var, b.constant(c, eps, {n, group})));
-  Value y = b.reshape(b.mul(xc, b.broadcast_in_dim(rstd, g3, {0, 1})), c3);
-  if (defined(weight)) y = b.mul(y, b.broadcast_in_dim(k.in(*weight, ct), c3, {1}));
-  if (defined(bias)) y = b.add(y, b.broadcast_in_dim(k.in(*bias, ct), c3, {1}));
+  // As the CPU's kernel: y = x * scale + shift per (sample, channel), with
+  // scale = rstd * weight and shift = bias - scale * mean (so infinite
+  // weights give the CPU's NaNs and infinities).
+  const ir::Dims nc{n, channels};
+  const int64_t per = channels / group;
+  auto per_channel = [&](Value v) {  // [n, group] -> [n, channels]
+    return b.reshape(b.broadcast_in_dim(v, {n, group, per}, {0, 1}), nc);
+  };
+  Value scale = per_channel(rstd);
+  if (defined(weight)) scale = b.mul(scale, b.broadcast_in_dim(k.in(*weight, ct), nc, {1}));
+  Value shift = b.neg(b.mul(scale, per_channel(mean)));
+  if (defined(bias)) shift = b.add(shift, b.broadcast_in_dim(k.in(*bias, ct), nc, {1}));
+  Value y = b.add(b.mul(b.reshape(x, c3), b.broadcast_in_dim(scale, c3, {0, 1})), b.broadcast_in_dim(shift, c3, {0, 1}));
   at::Tensor out = k.out(b.reshape(y, to_dims(input.sizes())), input.scalar_type());
   at::Tensor mean_t = k.out(mean, st), rstd_t = k.out(rstd, st);
   k.run();
