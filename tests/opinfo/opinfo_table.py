@@ -8,6 +8,8 @@ name ("name" or "name.variant_test_name"), `variant` one of harness.VARIANTS.
 Each row is (atol, rtol, reason); every loosening past PyTorch's own defaults
 (those of torch.testing.assert_close, used for a dtype with no row) says why.
 """
+import contextlib
+
 import torch
 
 f32, bf16, f16 = torch.float32, torch.bfloat16, torch.float16
@@ -124,7 +126,31 @@ def _sdpa_math():
     return sdpa_kernel(SDPBackend.MATH)
 
 
+@contextlib.contextmanager
+def _lce_options_as_on_tpu():
+    """F.linear_cross_entropy's chunked path picks its accumulation policy by device type: float32
+    accumulation on the CPU and CUDA, the input's dtype (a "compact" policy) on any other device.
+    The CPU reference is computed with the policy PyTorch picks for tpu."""
+    from torch.nn.modules import linear_cross_entropy_options as lo
+    saved_defaults, saved_resolve = dict(lo._AUTO_DEFAULTS), lo.LinearCrossEntropyOptions._resolve_auto_acc_dtype
+    lo._AUTO_DEFAULTS.clear()
+    lo.LinearCrossEntropyOptions._resolve_auto_acc_dtype = staticmethod(
+        lambda dtype, device: saved_resolve(dtype, torch.device(torch._C._get_privateuse1_backend_name())))
+    try:
+        yield
+    finally:
+        lo._AUTO_DEFAULTS.update(saved_defaults)
+        lo.LinearCrossEntropyOptions._resolve_auto_acc_dtype = staticmethod(saved_resolve)
+
+
+_LCE_REASON = ("PyTorch resolves linear_cross_entropy's acc_policy='auto' per device type (float32 "
+               "accumulation on cpu/cuda, the input dtype elsewhere); the reference uses tpu's resolution")
+
 CPU_REFERENCE_CONTEXT = {
+    **{(op, v): (_lce_options_as_on_tpu, _LCE_REASON)
+       for op in ("nn.functional.linear_cross_entropy", "nn.functional.linear_cross_entropy.chunked",
+                  "nn.functional.linear_cross_entropy.chunked_none")
+       for v in ("functional", "out", "inplace", "grad", "nonfinite")},
     ("nn.functional.scaled_dot_product_attention", "nonfinite"): (
         _sdpa_math, "the CPU's flash kernel skips fully masked key blocks, so a NaN there never reaches the output; "
         "the device computes PyTorch's math backend (softmax weights of 0 times NaN values), which is the reference"),
