@@ -234,7 +234,7 @@ void Runtime::park_if_exiting() {
   // The interpreter is exiting: this thread must not return into it (taking
   // the GIL there ends the thread from inside a destructor, which aborts the
   // process). It waits here until the process ends.
-  parked_.fetch_add(1);
+  if (noted_issuing) parked_.fetch_add(1);  // shutdown() waits for the Python threads that issue ops
   for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
 }
 
