@@ -77,8 +77,6 @@ TOLERANCES.update({
                             "(one multiply-add in a Fused program, two roundings on the CPU)"),
     ("linalg.householder_product", "grad", f32): (1e-4, 1e-5, "products of reflectors; a few float32 ulps from "
                                                   "multiply-adds contracted in a Fused program"),
-    ("special.chebyshev_polynomial_u", "nonfinite", f32): (1e-5, 1e-3, "a three-term recurrence reaching ~1e27 "
-                                                           "amplifies contracted multiply-adds (Fused program)"),
 })
 
 # The CPU's 16-bit batch norm backward takes another path when the incoming gradient is expanded (the
@@ -110,6 +108,10 @@ METADATA_ONLY = {
     ("nonfinite", "byte"): "NaN/Inf to uint8 is undefined", ("nonfinite", "char"): "NaN/Inf to int8 is undefined",
     ("nonfinite", "short"): "NaN/Inf to int16 is undefined", ("nonfinite", "int"): "NaN/Inf to int32 is undefined",
     ("nonfinite", "long"): "NaN/Inf to int64 is undefined",
+    # PyTorch's CPU kernels for these (which the device also runs, through the CPU fallback) are not
+    # deterministic for a NaN x: two calls on the same inputs gave -8.5e-11 and -2.3e-22.
+    **{("nonfinite", f"special.chebyshev_polynomial_{k}"): "the CPU kernel is not deterministic for NaN x"
+       for k in "tuvw"},
 }
 
 
