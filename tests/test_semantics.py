@@ -104,6 +104,9 @@ def test_multiplying_by_a_mask_keeps_nan_and_signed_zero(dtype):
     exact(lambda a, b: a * b.to(a.dtype), x, m)
     exact(lambda a, b: (a * b.to(a.dtype)).sum().reshape(1), x, m)
     exact(lambda a, b: torch.where(b, a, a * b.to(a.dtype)), x, m)
+    got, expected = (x.to(DEV) * m.to(DEV)).cpu(), x * m  # assert_close takes -0.0 == 0.0: check the signs
+    numbers = ~expected.isnan()
+    assert torch.equal(torch.signbit(got[numbers]), torch.signbit(expected[numbers]))
 
 
 @pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.bool, torch.float16, torch.float32])
