@@ -155,3 +155,55 @@ def test_eye_and_cross():
     same(lambda x, y: torch.cross(x.t(), y.t(), dim=0), a, b.expand(4, 3))
     same(lambda x, y: torch.linalg.cross(x, y), a.bfloat16(), b.bfloat16(), tol=1.6e-2)
     no_fallback()
+
+
+def test_trace_nonzero_masked_select_repeat_interleave():
+    torchtpu.debug.reset_metrics()
+    for x in (X, X.bfloat16(), torch.randint(-5, 5, (4, 3)), X[:, :0]):
+        same(lambda t: t.trace(), x, tol=1.6e-2)
+    m = torch.tensor([[True, False, True], [False, False, True]])
+    for x in (m, NAN, torch.tensor(0.0), torch.tensor(2), torch.zeros(2, 0), NAN.t()):
+        same(lambda t: torch.nonzero(t), x)
+        same(lambda t: torch.argwhere(t), x)
+        same(lambda t: torch.nonzero_static(t, size=4, fill_value=-7), x)
+    same(lambda t: torch.nonzero(t, out=torch.empty(0, dtype=torch.long, device=t.device)), m)
+    same(lambda t, k: torch.masked_select(t, k), NAN[:2], m)
+    same(lambda t, k: torch.masked_select(t, k), NAN[:2].bfloat16(), m[0])  # broadcast mask
+    same(lambda t, k: torch.masked_select(t, k), torch.tensor(3.0), torch.tensor(True))
+    for r in (torch.tensor([2, 0, 1]), torch.tensor([0, 3], dtype=torch.int32), torch.tensor([], dtype=torch.long)):
+        same(lambda t: torch.repeat_interleave(t), r)
+    same(lambda t: torch.repeat_interleave(t, output_size=3), torch.tensor([2, 0, 1]))
+    no_fallback()
+    with pytest.raises(RuntimeError, match="negative"):
+        torch.repeat_interleave(torch.tensor([2, -1], device="tpu")).cpu()
+
+
+def test_narrow_copy_and_unfold_backward():
+    torchtpu.debug.reset_metrics()
+    same(lambda t: torch.narrow_copy(t, 1, -3, 2), X)
+    same(lambda t: torch.narrow_copy(t.t(), 0, 1, 0), X)
+    for size, step in ((2, 1), (3, 2), (1, 3)):
+        g = torch.randn(4, (5 - size) // step + 1, size, generator=G)
+        same(lambda t: torch.ops.aten.unfold_backward(t, [4, 5], 1, size, step), g)
+    y = X.clone().requires_grad_()
+    yd = X.to("tpu").requires_grad_()
+    (y.unfold(0, 2, 1) ** 2).sum().backward()
+    (yd.unfold(0, 2, 1) ** 2).sum().backward()
+    torch.testing.assert_close(yd.grad.cpu(), y.grad)
+    no_fallback()
+
+
+def test_matrix_products_with_bias():
+    torchtpu.debug.reset_metrics()
+    b1, b2 = torch.randn(3, 2, 4, generator=G), torch.randn(3, 4, 5, generator=G)
+    bias = torch.randn(2, 5, generator=G)
+    same(lambda c, a, b: torch.baddbmm(c, a, b, beta=0.5, alpha=2), bias, b1, b2)
+    same(lambda c, a, b: torch.addbmm(c, a, b, beta=0.5, alpha=2), bias, b1, b2)
+    same(lambda c, a, b: torch.baddbmm(c, a, b, beta=0), torch.full((2, 5), float("nan")), b1, b2)  # beta 0: ignored
+    same(lambda c, a, b: torch.baddbmm(c, a, b), bias.bfloat16(), b1.bfloat16(), b2.bfloat16(), tol=1.6e-2)
+    same(lambda c, a, b: torch.addmv(c, a, b, alpha=-1), bias[0, :2], b1[0], b2[0, :, 0])
+    same(lambda c, a, b: c.clone().addmv_(a, b), bias[0, :2], b1[0], b2[0, :, 0])
+    same(lambda a, b: torch.vdot(a, b), b2[0, 0], b2[1, 0])
+    ints = torch.randint(-3, 4, (2, 3, 3), generator=G)
+    same(lambda c, a, b: torch.baddbmm(c, a, b, alpha=2), ints[0], ints, ints)
+    no_fallback()

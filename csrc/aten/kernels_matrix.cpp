@@ -1,4 +1,5 @@
-// Small matrix and vector ops: eye, linalg_cross, and the products with a
+// Small matrix and vector ops: eye, trace, linalg_cross, and
+// the products with a
 // bias (baddbmm, addbmm, addmv) and vdot. 16-bit products, scaling and bias
 // are computed in float32 and rounded once, as PyTorch's CPU addmm does.
 #include <ATen/ExpandUtils.h>
@@ -26,6 +27,23 @@ at::Tensor& eye_m_out(int64_t n, int64_t m, at::Tensor& out) {
 at::Tensor& eye_out(int64_t n, at::Tensor& out) {
   TPU_COUNT("aten::eye.out");
   return eye_m_out(n, n, out);
+}
+
+at::Tensor trace(const at::Tensor& self) {
+  TPU_COUNT("aten::trace");
+  TORCH_CHECK(self.dim() == 2, "trace: expected a matrix, but got tensor with dim ", self.dim());
+  TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool, "\"trace\" not implemented for 'Bool'");
+  const at::ScalarType rt = at::isIntegralType(self.scalar_type(), false) ? at::kLong : self.scalar_type();
+  const at::ScalarType ct = at::isReducedFloatingType(rt) ? at::kFloat : rt;
+  const int64_t n = std::min(self.size(0), self.size(1));
+  Kernel k("aten::trace", self);
+  Builder& b = k.b();
+  Value x = k.in(self, ct);
+  Value diag = b.compare(b.iota(DType::kS64, b.dims(x), 0), b.iota(DType::kS64, b.dims(x), 1), Cmp::kEQ);
+  Value r = n == 0 ? b.constant(to_ir(ct), 0) : b.reduce_sum(b.select(diag, x, b.zeros_like(x)), {0, 1});
+  at::Tensor out = k.out(r, rt);
+  k.run();
+  return out;
 }
 
 // a x b along `dim` (size 3) of the broadcast inputs, each product and
@@ -197,6 +215,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("eye.out", TORCH_FN(eye_out));
   m.impl("linalg_cross", TORCH_FN(linalg_cross));
   m.impl("linalg_cross.out", TORCH_FN(linalg_cross_out));
+  m.impl("trace", TORCH_FN(trace));
   m.impl("vdot", TORCH_FN(vdot));
 }
 
