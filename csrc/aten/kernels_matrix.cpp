@@ -116,9 +116,24 @@ Value bmm_bias_value(Kernel& k, const at::Tensor& self, const at::Tensor& b1, co
   check_same_device(k.op(), b1.device(), {&self, &b2});
   const at::ScalarType t = product_type(self, b1, b2);
   Builder& b = k.b();
-  Value p = batched ? b.dot_general(k.in(b1), k.in(b2), {0}, {0}, {2}, {1}, to_ir(t))
-                    : b.dot_general(k.in(b1), k.in(b2), {}, {}, {0, 2}, {0, 1}, to_ir(t));
-  return add_scaled(k, p, self, beta, alpha, t);
+  if (batched || !at::isReducedFloatingType(b1.scalar_type()) || b1.size(0) == 0) {
+    Value p = batched ? b.dot_general(k.in(b1), k.in(b2), {0}, {0}, {2}, {1}, to_ir(t))
+                      : b.dot_general(k.in(b1), k.in(b2), {}, {}, {0, 2}, {0, 1}, to_ir(t));
+    return add_scaled(k, p, self, beta, alpha, t);
+  }
+  // 16-bit addbmm: as the CPU, one addmm per batch, each rounded to the dtype.
+  const DType rt = to_ir(b1.scalar_type());
+  Value x1 = k.in(b1), x2 = k.in(b2), acc;
+  for (int64_t i = 0; i < b1.size(0); ++i) {
+    Value m1 = b.reshape(b.slice_dim(x1, 0, i, i + 1), {b1.size(1), b1.size(2)});
+    Value m2 = b.reshape(b.slice_dim(x2, 0, i, i + 1), {b2.size(1), b2.size(2)});
+    Value p = b.dot_general(m1, m2, {}, {}, {1}, {0}, to_ir(t));
+    Value r = i == 0 ? add_scaled(k, p, self, beta, alpha, t)
+                     : b.add(b.convert(acc, to_ir(t)),
+                             is_value(alpha, 1) ? p : b.mul(p, b.broadcast_to(k.scalar(alpha, t), b.dims(p))));
+    acc = b.convert(r, rt);
+  }
+  return acc;
 }
 
 at::Tensor& baddbmm_out(const at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2, const at::Scalar& beta,
@@ -157,9 +172,12 @@ at::Tensor addbmm(const at::Tensor& self, const at::Tensor& b1, const at::Tensor
 }
 at::Tensor& addbmm_(at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2, const at::Scalar& beta,
                     const at::Scalar& alpha) {
-  TORCH_CHECK(self.dim() == 2 && self.size(0) == b1.size(1) && self.size(1) == b2.size(2),
-              "addbmm_: self of shape ", self.sizes(), " must be the product's shape");
-  return addbmm_out(self, b1, b2, beta, alpha, self);
+  if (self.dim() == 2 && b1.dim() == 3 && b2.dim() == 3 && self.size(0) == b1.size(1) && self.size(1) == b2.size(2))
+    return addbmm_out(self, b1, b2, beta, alpha, self);
+  // As the CPU: self takes the product's shape.
+  at::Tensor r = torchtpu::aten::addbmm(self, b1, b2, beta, alpha);
+  self.resize_(r.sizes());
+  return self.copy_(r);
 }
 
 at::Tensor& addmv_out(const at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec, const at::Scalar& beta,
