@@ -15,8 +15,9 @@ using ops::Reduce;
 
 at::Tensor nonempty(const at::Tensor& t) { return t.dim() == 0 ? t.reshape({1}) : t; }
 
+// An empty index of any dtype is accepted, as on the CPU.
 void check_index_dtype(const char* op, const at::Tensor& index) {
-  TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt, op,
+  TORCH_CHECK(index.numel() == 0 || index.scalar_type() == at::kLong || index.scalar_type() == at::kInt, op,
               "(): Expected dtype int32/int64 for index");
 }
 
