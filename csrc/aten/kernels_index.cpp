@@ -1,10 +1,11 @@
-// Indexing (index, index_put, index_select, index_add, masked_select and
-// masked_scatter, gather, scatter), embedding backward and nll_loss, with
-// their device-side index checks.
+// Indexing along dims: index, index_put, index_select, index_add,
+// index_copy, index_fill, index_reduce and masked_scatter,
+// with their device-side index checks.
 #include <ATen/WrapDimUtils.h>
 #include <torch/library.h>
 
 #include "aten/opmath.h"
+#include "ops/index.h"
 
 namespace torchtpu::aten {
 namespace {
@@ -156,37 +157,118 @@ at::Tensor& index_put_impl(at::Tensor& self, const c10::List<std::optional<at::T
   return self;
 }
 
+at::Tensor nonempty(const at::Tensor& t) { return t.dim() == 0 ? t.reshape({1}) : t; }
+
+at::Tensor index_select_impl(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor* out) {
+  TORCH_CHECK_INDEX(index.dim() <= 1, "index_select(): Index is supposed to be a vector");
+  TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt,
+              "index_select(): Expected dtype int32 or int64 for index");
+  TORCH_CHECK(self.dim() > 0 || index.numel() == 1, "index_select(): Index to scalar can have only 1 value, got ",
+              index.numel(), " value(s)");
+  check_same_device("aten::index_select", self.device(), {&index, out});
+  if (out)
+    TORCH_CHECK(out->scalar_type() == self.scalar_type(), "index_select(): self and result must have the same ",
+                "scalar type");
+  const at::Tensor s = nonempty(self);
+  int64_t w = at::maybe_wrap_dim(dim, s.dim());
+  std::vector<at::Tensor> idx(w);
+  idx.push_back(index.reshape({-1}));
+  std::vector<int64_t> shape = s.sizes().vec();
+  shape[w] = index.numel();
+  if (self.dim() == 0) shape.clear();
+  Kernel k("aten::index_select", self);
+  Value r;
+  if (index.numel() == 0) {
+    r = k.b().constant(to_ir(self.scalar_type()), 0, to_dims(shape));
+  } else {
+    IndexPlan p = plan_index(k, s, idx, IndexRule::kSelect);
+    r = k.b().reshape(k.b().gather(k.in(s), p.stacked, p.indexed, p.offset_dims, p.result), to_dims(shape));
+  }
+  at::Tensor result = k.result(r, self.scalar_type(), out);
+  k.run();
+  return result;
+}
 at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
   TPU_COUNT("aten::index_select");
-  TORCH_CHECK_INDEX(index.dim() <= 1, "index_select(): Index is supposed to be a vector");
+  return index_select_impl(self, dim, index, nullptr);
+}
+at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, at::Tensor& out) {
+  TPU_COUNT("aten::index_select.out");
+  index_select_impl(self, dim, index, &out);
+  return out;
+}
+
+// PyTorch's checks of index_add / index_reduce / index_copy: `source` has
+// self's shape except at `dim` (all of it when either is 0-d), where it has
+// one row per index.
+void check_index_source(const char* op, const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                        const at::Tensor& source, bool long_only) {
+  TORCH_CHECK_INDEX(index.dim() <= 1, op, "(): Index is supposed to be a vector");
+  if (long_only) {
+    TORCH_CHECK_INDEX(index.scalar_type() == at::kLong, op, "(): Expected a long tensor for index, but got ",
+                      index.scalar_type());
+  } else {
+    TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt, op,
+                "(): Expected dtype int32/int64 for index");
+  }
+  TORCH_CHECK(self.scalar_type() == source.scalar_type(), op, "(): self (", self.scalar_type(), ") and source (",
+              source.scalar_type(), ") must have the same scalar type");
+  TORCH_CHECK(dim == 0 || dim < source.dim(), op, "(): Indexing dim ", dim,
+              " is out of bounds of the source tensor with dim ", source.dim());
+  const int64_t rows = source.dim() == 0 ? 1 : source.size(dim);
+  TORCH_CHECK(index.numel() == rows, op, "(): Number of indices (", index.numel(),
+              ") should be equal to source.size(dim) (", rows, ")");
+  std::vector<int64_t> a = self.sizes().vec(), b = source.sizes().vec();
+  if (self.dim() > 0 && source.dim() > 0) {
+    a.erase(a.begin() + dim);
+    b.erase(b.begin() + dim);
+  }
+  TORCH_CHECK(a == b, "source tensor shape must match self tensor shape, excluding the specified dimension. Got "
+              "self.shape = ", self.sizes(), " source.shape = ", source.sizes());
+}
+
+// self with source's rows combined in at `index` along `dim` (by `combine`,
+// given the plan and source's value), into `dst` or a new tensor.
+template <typename Combine>
+at::Tensor index_source_op(const char* op, const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                           const at::Tensor& source, IndexRule rule, bool long_only, const at::Tensor* dst,
+                           Combine combine) {
   int64_t w = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
-  if (self.dim() == 0) return self.clone();
-  c10::List<std::optional<at::Tensor>> idx;
-  for (int64_t d = 0; d < w; ++d) idx.push_back(std::nullopt);
+  check_index_source(op, self, w, index, source, long_only);
+  check_same_device(op, self.device(), {&index, &source, dst});
+  if (dst && !dst->is_same(self))
+    TORCH_CHECK(dst->scalar_type() == self.scalar_type(), op, "(): Expected out tensor to have dtype ",
+                self.scalar_type(), ", but got ", dst->scalar_type(), " instead");
+  const at::Tensor s = nonempty(self);
+  std::vector<at::Tensor> idx(w);
   idx.push_back(index.reshape({-1}));
-  return index_impl("aten::index_select", self, idx, IndexRule::kSelect);
+  Kernel k(op, self);
+  Builder& b = k.b();
+  Value r = k.in(s);
+  if (index.numel() > 0) {
+    IndexPlan p = plan_index(k, s, idx, rule);
+    r = combine(k, p, r, b.reshape(k.in(source), p.result));
+  }
+  r = b.reshape(r, to_dims(self.sizes()));
+  at::Tensor result = dst ? *dst : at::Tensor();
+  if (dst)
+    k.into_resized(*dst, r);
+  else
+    result = k.out(r, self.scalar_type());
+  k.run();
+  return result;
 }
 
 // out = self with alpha * source rows added at `index` along `dim`.
 at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
                           const at::Scalar& alpha, at::Tensor& out) {
   TPU_COUNT("aten::index_add.out");
-  TORCH_CHECK_INDEX(index.dim() <= 1, "index_add_(): Index is supposed to be a vector");
-  TORCH_CHECK(self.dim() > 0, "index_add: 0-d self is not supported on tpu");
-  int64_t w = at::maybe_wrap_dim(dim, self.dim());
-  TORCH_CHECK(source.dim() == self.dim() && source.size(w) == index.numel(),
-              "index_add_(): source must have the shape of self with dim ", w, " of size index.numel()");
-  check_same_device("aten::index_add", self.device(), {&index, &source, &out});
-  std::vector<at::Tensor> idx(w);
-  idx.push_back(index.reshape({-1}));
-  Kernel k("aten::index_add", self);
-  Builder& b = k.b();
-  IndexPlan p = plan_index(k, self, idx, IndexRule::kAdd);
-  Value v = k.in(source, self.scalar_type());
-  v = b.mul(v, b.broadcast_to(k.scalar(alpha, self.scalar_type()), b.dims(v)));
-  Value r = b.scatter(k.in(self), p.stacked, v, p.indexed, p.offset_dims, ir::Body::kAdd);
-  k.into_resized(out, r);
-  k.run();
+  index_source_op("index_add_", self, dim, index, source, IndexRule::kAdd, false, &out,
+                  [&](Kernel& k, const IndexPlan& p, Value base, Value v) {
+                    Builder& b = k.b();
+                    v = b.mul(v, b.broadcast_to(k.scalar(alpha, self.scalar_type()), b.dims(v)));
+                    return b.scatter(base, p.stacked, v, p.indexed, p.offset_dims, ir::Body::kAdd);
+                  });
   return out;
 }
 at::Tensor index_add(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
@@ -199,15 +281,92 @@ at::Tensor& index_add_(at::Tensor& self, int64_t dim, const at::Tensor& index, c
   return index_add_out(self, dim, index, source, alpha, self);
 }
 
-// Broadcasts self and mask, then selects through a boolean index.
-at::Tensor masked_select(const at::Tensor& self, const at::Tensor& mask) {
-  TPU_COUNT("aten::masked_select");
-  TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_select: expected BoolTensor for mask");
-  std::vector<int64_t> shape = at::infer_size(self.sizes(), mask.sizes());
-  if (shape.empty()) shape.push_back(1);  // the result is always 1-D
-  c10::List<std::optional<at::Tensor>> idx;
-  idx.push_back(mask.expand(shape));
-  return index_tensor(self.expand(shape), idx);
+at::Tensor& index_copy_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
+                           at::Tensor& out) {
+  TPU_COUNT("aten::index_copy.out");
+  index_source_op("index_copy_", self, dim, index, source, IndexRule::kSelect, true, &out,
+                  [&](Kernel& k, const IndexPlan& p, Value base, Value v) {
+                    return k.b().scatter(base, p.stacked, v, p.indexed, p.offset_dims, ir::Body::kReplace);
+                  });
+  return out;
+}
+at::Tensor index_copy(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source) {
+  at::Tensor out = empty_device({0}, self.scalar_type(), self.device().index());
+  return index_copy_out(self, dim, index, source, out);
+}
+at::Tensor& index_copy_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source) {
+  return index_copy_out(self, dim, index, source, self);
+}
+
+at::Tensor& index_reduce_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
+                             c10::string_view reduce, bool include_self, at::Tensor& out) {
+  TPU_COUNT("aten::index_reduce.out");
+  ops::Reduce r;
+  if (reduce == "prod") {
+    r = ops::Reduce::kProd;
+  } else if (reduce == "mean") {
+    r = ops::Reduce::kMean;
+  } else if (reduce == "amax") {
+    r = ops::Reduce::kAmax;
+  } else {
+    TORCH_CHECK(reduce == "amin", "index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got ",
+                reduce, ".");
+    r = ops::Reduce::kAmin;
+  }
+  TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool, "\"index_reduce_func_exclude_input_init\" not ",
+                              "implemented for 'Bool'");
+  index_source_op("index_reduce_", self, dim, index, source, IndexRule::kSelect, false, &out,
+                  [&](Kernel& k, const IndexPlan& p, Value base, Value v) {
+                    return ops::scatter_reduce(k.b(), base, p.stacked, v, p.indexed, p.offset_dims, r, include_self);
+                  });
+  return out;
+}
+at::Tensor index_reduce(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
+                        c10::string_view reduce, bool include_self) {
+  at::Tensor out = empty_device({0}, self.scalar_type(), self.device().index());
+  return index_reduce_out(self, dim, index, source, reduce, include_self, out);
+}
+at::Tensor& index_reduce_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
+                          c10::string_view reduce, bool include_self) {
+  return index_reduce_out(self, dim, index, source, reduce, include_self, self);
+}
+
+// Positions of `index` (wrapping negatives) along `dim` set to `value`.
+at::Tensor& index_fill_impl(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor* vt,
+                            const at::Scalar* vs) {
+  TORCH_CHECK(index.scalar_type() == at::kLong, "index_fill_(): Expected dtype int64 for index.");
+  TORCH_CHECK_INDEX(index.dim() <= 1, "index_fill_(): Index has to be a vector/scalar");
+  if (vt)
+    TORCH_CHECK(vt->dim() == 0, "index_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
+                vt->dim(), " dimension(s).");
+  check_same_device("aten::index_fill_", self.device(), {&index, vt});
+  int64_t w = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+  if (index.numel() == 0) return self;
+  const at::Tensor s = nonempty(self);
+  const int64_t n = s.size(w);
+  Kernel k("aten::index_fill_", self);
+  Builder& b = k.b();
+  Value iv = b.reshape(k.in(index, at::kLong), {index.numel()});
+  check_index(k, iv, n, true, Kernel::CheckKind::kIndex,
+              "index_fill_(): index out of bounds for dimension " + std::to_string(w) + " with size " +
+                  std::to_string(n));
+  iv = b.select(b.compare(iv, b.zeros_like(iv), Cmp::kLT), b.add(iv, b.constant(DType::kS64, n)), iv);
+  Value hit = b.scatter(b.constant(DType::kBool, 0, {n}), b.reshape(iv, {index.numel(), 1}),
+                        b.constant(DType::kBool, 1, {index.numel()}), {0}, {}, ir::Body::kReplace);
+  const ir::Dims d = to_dims(s.sizes());
+  Value v = vt ? k.in(*vt, self.scalar_type()) : k.scalar(*vs, self.scalar_type());
+  Value r = b.select(b.broadcast_in_dim(hit, d, {w}), b.broadcast_to(v, d), k.in(s));
+  k.into(self, b.reshape(r, to_dims(self.sizes())));
+  k.run();
+  return self;
+}
+at::Tensor& index_fill_scalar_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Scalar& value) {
+  TPU_COUNT("aten::index_fill_.int_Scalar");
+  return index_fill_impl(self, dim, index, nullptr, &value);
+}
+at::Tensor& index_fill_tensor_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& value) {
+  TPU_COUNT("aten::index_fill_.int_Tensor");
+  return index_fill_impl(self, dim, index, &value, nullptr);
 }
 
 // Writes source's leading elements, in order, where mask (broadcast to self) is true.
@@ -231,312 +390,25 @@ at::Tensor& masked_scatter_(at::Tensor& self, const at::Tensor& mask, const at::
   return index_put_impl(self, idx, source.reshape({-1}).narrow(0, 0, n), false, false);
 }
 
-// PyTorch's shape rule for gather/scatter: index has self's rank and is no
-// larger than self outside `dim` (nor than src anywhere, for scatter).
-void check_gather_shapes(const char* op, const at::Tensor& self, int64_t dim, const at::Tensor& index,
-                         const at::Tensor* src) {
-  TORCH_CHECK(index.dim() == self.dim() || index.numel() == 0,
-              op, "(): Index tensor must have the same number of dimensions as ", src ? "self" : "input", " tensor");
-  if (index.numel() == 0) return;
-  for (int64_t d = 0; d < self.dim(); ++d) {
-    TORCH_CHECK(d == dim || index.size(d) <= self.size(d), op, "(): Size does not match at dimension ", d,
-                " expected index ", index.sizes(), " to be no larger than self ", self.sizes(), " apart from dimension ",
-                dim);
-    if (src)
-      TORCH_CHECK(index.size(d) <= src->size(d), op, "(): Expected index ", index.sizes(),
-                  " to be no larger than src ", src->sizes(), " in dimension ", d);
-  }
-}
-
-// Full index tuples for gather/scatter along `dim`: [index.shape..., rank].
-// Indices must lie in [0, size) (checked on the device).
-Value gather_tuples(Kernel& k, const at::Tensor& self, int64_t dim, const at::Tensor& index) {
-  Builder& b = k.b();
-  ir::Dims d = to_dims(index.sizes());
-  ir::Dims vec = d;
-  vec.push_back(1);
-  Value iv = k.in(index, at::kLong);
-  check_index(k, iv, self.size(dim), false, Kernel::CheckKind::kRuntime,
-              "index out of bounds for dimension " + std::to_string(dim) + " with size " +
-                  std::to_string(self.size(dim)));
-  std::vector<Value> cols;
-  for (int64_t i = 0; i < self.dim(); ++i) cols.push_back(b.reshape(i == dim ? iv : b.iota(DType::kS64, d, i), vec));
-  return b.concatenate(cols, static_cast<int64_t>(d.size()));
-}
-
-std::vector<int64_t> all_dims(int64_t n) {
-  std::vector<int64_t> v(n);
-  for (int64_t i = 0; i < n; ++i) v[i] = i;
-  return v;
-}
-
-at::Tensor gather(const at::Tensor& self, int64_t dim, const at::Tensor& index, bool sparse_grad) {
-  TPU_COUNT("aten::gather");
-  TORCH_CHECK(index.scalar_type() == at::kLong, "gather(): Expected dtype int64 for index");
-  TORCH_CHECK(index.dim() == self.dim() || self.dim() == 0,
-              "Index tensor must have the same number of dimensions as input tensor");
-  if (self.dim() == 0) {
-    // A 0-d input gathers as one of size 1; the result has index's shape.
-    at::maybe_wrap_dim(dim, int64_t{0});
-    return at::gather(self.reshape({1}), 0, index.reshape({-1}), sparse_grad).reshape(index.sizes());
-  }
-  int64_t w = at::maybe_wrap_dim(dim, self.dim());
-  check_gather_shapes("gather", self, w, index, nullptr);
-  check_same_device("aten::gather", self.device(), {&index});
-  if (index.numel() == 0) return empty_device(index.sizes(), self.scalar_type(), self.device().index());
-  Kernel k("aten::gather", self);
-  Value t = gather_tuples(k, self, w, index);
-  Value r = k.b().gather(k.in(self), t, all_dims(self.dim()), {}, to_dims(index.sizes()));
-  at::Tensor out = k.out(r, self.scalar_type());
-  k.run();
-  return out;
-}
-
-at::Tensor scatter_impl(const char* op, const at::Tensor& self, int64_t dim, const at::Tensor& index,
-                        const at::Tensor* src, const at::Scalar* value, bool add, bool inplace) {
-  TORCH_CHECK(index.scalar_type() == at::kLong, op, "(): Expected dtype int64 for index");
-  int64_t w = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
-  if (self.dim() > 0) check_gather_shapes(op, self, w, index, src);
-  check_same_device(op, self.device(), {&index, src});
-  Kernel k(op, self);
-  Builder& b = k.b();
-  Value base = k.in(self);
-  at::Tensor out = inplace ? self : at::Tensor();
-  Value r = base;
-  if (index.numel() > 0) {
-    Value t = gather_tuples(k, self, w, index);
-    ir::Dims idims = to_dims(index.sizes());
-    Value upd;
-    if (src) {
-      Value s = k.in(*src, self.scalar_type());
-      upd = b.slice(s, ir::Dims(src->dim(), 0), idims);
-    } else {
-      upd = b.broadcast_to(k.scalar(*value, self.scalar_type()), idims);
-    }
-    r = b.scatter(base, t, upd, all_dims(self.dim()), {}, add ? ir::Body::kAdd : ir::Body::kReplace);
-  }
-  if (inplace) {
-    k.into(self, r);
-  } else {
-    out = k.out(r, self.scalar_type());
-  }
-  k.run();
-  return out;
-}
-at::Tensor scatter_src(const at::Tensor& s, int64_t dim, const at::Tensor& i, const at::Tensor& src) {
-  TPU_COUNT("aten::scatter.src");
-  return scatter_impl("aten::scatter", s, dim, i, &src, nullptr, false, false);
-}
-at::Tensor& scatter_src_(at::Tensor& s, int64_t dim, const at::Tensor& i, const at::Tensor& src) {
-  TPU_COUNT("aten::scatter_.src");
-  scatter_impl("aten::scatter_", s, dim, i, &src, nullptr, false, true);
-  return s;
-}
-at::Tensor scatter_value(const at::Tensor& s, int64_t dim, const at::Tensor& i, const at::Scalar& v) {
-  TPU_COUNT("aten::scatter.value");
-  return scatter_impl("aten::scatter", s, dim, i, nullptr, &v, false, false);
-}
-at::Tensor& scatter_value_(at::Tensor& s, int64_t dim, const at::Tensor& i, const at::Scalar& v) {
-  TPU_COUNT("aten::scatter_.value");
-  scatter_impl("aten::scatter_", s, dim, i, nullptr, &v, false, true);
-  return s;
-}
-at::Tensor scatter_add(const at::Tensor& s, int64_t dim, const at::Tensor& i, const at::Tensor& src) {
-  TPU_COUNT("aten::scatter_add");
-  return scatter_impl("aten::scatter_add", s, dim, i, &src, nullptr, true, false);
-}
-at::Tensor& scatter_add_(at::Tensor& s, int64_t dim, const at::Tensor& i, const at::Tensor& src) {
-  TPU_COUNT("aten::scatter_add_");
-  scatter_impl("aten::scatter_add_", s, dim, i, &src, nullptr, true, true);
-  return s;
-}
-
-// ---- embedding and losses -------------------------------------------------------------
-
-at::Tensor embedding_dense_backward(const at::Tensor& grad, const at::Tensor& indices, int64_t num_weights,
-                                    int64_t padding_idx, bool scale_grad_by_freq) {
-  TPU_COUNT("aten::embedding_dense_backward");
-  Kernel k("aten::embedding_dense_backward", grad);
-  Builder& b = k.b();
-  const int64_t m = indices.numel(), d = grad.size(-1);
-  Value g = b.reshape(k.in(grad), {m, d});
-  Value idx = b.reshape(k.in(indices, at::kLong), {m});
-  DType gt = to_ir(grad.scalar_type());
-  if (padding_idx >= 0) {
-    Value keep = b.compare(idx, b.constant(DType::kS64, static_cast<double>(padding_idx), {m}), Cmp::kNE);
-    g = b.select(b.broadcast_in_dim(keep, {m, d}, {0}), g, b.zeros_like(g));
-  }
-  Value tuples = b.reshape(idx, {m, 1});
-  if (scale_grad_by_freq) {
-    Value counts = b.scatter(b.constant(gt, 0, {num_weights}), tuples, b.constant(gt, 1, {m}), {0}, {}, ir::Body::kAdd);
-    Value per = b.gather(counts, tuples, {0}, {}, {m});
-    g = b.div(g, b.broadcast_in_dim(per, {m, d}, {0}));
-  }
-  Value r = b.scatter(b.constant(gt, 0, {num_weights, d}), tuples, g, {0}, {1}, ir::Body::kAdd);
-  at::Tensor out = k.out(r, grad.scalar_type());
-  k.run();
-  return out;
-}
-
-struct NllParts {
-  Value onehot;    // [N, C] bool
-  Value weight_t;  // [N] weight of each target (0 where ignored)
-  Value valid;     // [N] bool: the target is not ignore_index
-};
-
-// `check`: raise (Kernel::check) for targets outside [0, C) that are not
-// ignore_index (the forward op checks; its backward reads the same targets).
-NllParts nll_parts(Kernel& k, const at::Tensor& self2d, const at::Tensor& target, const std::optional<at::Tensor>& weight,
-                   int64_t ignore_index, at::ScalarType ct, bool check) {
-  Builder& b = k.b();
-  const int64_t n = self2d.size(0), c = self2d.size(1);
-  TORCH_CHECK(target.scalar_type() == at::kLong, "nll_loss: expected target of dtype Long (int64), but got ",
-              target.scalar_type());
-  Value t = b.reshape(k.in(target, at::kLong), {n});
-  Value ignored = b.compare(t, b.constant(DType::kS64, static_cast<double>(ignore_index), {n}), Cmp::kEQ);
-  Value outside = b.logical_or(b.compare(t, b.zeros_like(t), Cmp::kLT),
-                               b.compare(t, b.constant(DType::kS64, static_cast<double>(c), {n}), Cmp::kGE));
-  if (check)
-    k.check(b.logical_and(outside, b.unary("stablehlo.not", ignored)), Kernel::CheckKind::kIndex,
-          "Target out of bounds (targets must lie in [0, " + std::to_string(c) + ") or equal ignore_index " +
-              std::to_string(ignore_index) + ")");
-  Value cls = b.iota(DType::kS64, {n, c}, 1);
-  NllParts p;
-  p.onehot = b.compare(cls, b.broadcast_in_dim(t, {n, c}, {0}), Cmp::kEQ);
-  Value valid = b.compare(t, b.constant(DType::kS64, static_cast<double>(ignore_index), {n}), Cmp::kNE);
-  Value w;
-  if (weight && weight->defined()) {
-    Value wv = b.broadcast_in_dim(k.in(*weight, ct), {n, c}, {1});
-    w = b.reduce_sum(b.select(p.onehot, wv, b.constant(to_ir(ct), 0, {n, c})), {1});
-  } else {
-    w = b.constant(to_ir(ct), 1, {n});
-  }
-  p.weight_t = b.select(valid, w, b.constant(to_ir(ct), 0, {n}));
-  p.valid = valid;
-  return p;
-}
-
-at::Tensor as_2d(const at::Tensor& self) { return self.dim() == 1 ? self.unsqueeze(0) : self; }
-
-std::tuple<at::Tensor, at::Tensor> nll_loss_forward(const at::Tensor& self, const at::Tensor& target,
-                                                    const std::optional<at::Tensor>& weight, int64_t reduction,
-                                                    int64_t ignore_index) {
-  TPU_COUNT("aten::nll_loss_forward");
-  TORCH_CHECK(self.dim() >= 1 && self.dim() <= 2, "input tensor should be 1D or 2D");
-  TORCH_CHECK(target.dim() <= 1, "0D or 1D target tensor expected, multi-target not supported");
-  TORCH_CHECK(self.dim() == 1 || self.size(0) == target.size(0), "size mismatch (got input: ", self.sizes(),
-              ", target: ", target.sizes(), ")");
-  check_same_device("aten::nll_loss_forward", self.device(), {&target});
-  at::Tensor s2 = as_2d(self);
-  // 16-bit losses and weights are summed in float32 and rounded once (as
-  // CUDA's kernel does; the CPU's 16-bit cascade sum is less accurate).
-  at::ScalarType ct = opmath(self.scalar_type());
-  Kernel k("aten::nll_loss_forward", self);
-  Builder& b = k.b();
-  const int64_t n = s2.size(0), c = s2.size(1);
-  NllParts p = nll_parts(k, s2, target, weight, ignore_index, ct, true);
-  Value x = k.in(s2, ct);
-  Value picked = b.reduce_sum(b.select(p.onehot, x, b.constant(to_ir(ct), 0, {n, c})), {1});
-  // An ignored row adds exactly 0 (its input may be NaN or infinite).
-  Value loss = b.select(p.valid, b.neg(b.mul(picked, p.weight_t)), b.constant(to_ir(ct), 0, {n}));
-  Value total = b.reduce_sum(p.weight_t, {0});
-  Value out;
-  if (reduction == at::Reduction::None) {
-    out = self.dim() == 1 ? b.reshape(loss, {}) : loss;
-  } else if (reduction == at::Reduction::Sum) {
-    out = b.reduce_sum(loss, {0});
-  } else {
-    out = b.div(b.reduce_sum(loss, {0}), total);
-  }
-  at::Tensor o = k.out(out, self.scalar_type());
-  at::Tensor tw = k.out(total, self.scalar_type());
-  k.run();
-  return {o, tw};
-}
-
-at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
-                             const std::optional<at::Tensor>& weight, int64_t reduction, int64_t ignore_index,
-                             const at::Tensor& total_weight) {
-  TPU_COUNT("aten::nll_loss_backward");
-  at::Tensor s2 = as_2d(self);
-  at::ScalarType ct = self.scalar_type();
-  Kernel k("aten::nll_loss_backward", self);
-  Builder& b = k.b();
-  const int64_t n = s2.size(0), c = s2.size(1);
-  NllParts p = nll_parts(k, s2, target, weight, ignore_index, ct, false);
-  Value g = k.in(grad_output, ct);
-  Value per;  // [N]
-  if (reduction == at::Reduction::None) {
-    per = b.mul(b.reshape(g, {n}), p.weight_t);
-  } else {
-    Value scale = reduction == at::Reduction::Mean ? b.div(g, k.in(total_weight, ct)) : g;
-    per = b.mul(b.broadcast_to(scale, {n}), p.weight_t);
-  }
-  Value gi = b.select(p.onehot, b.neg(b.broadcast_in_dim(per, {n, c}, {0})), b.constant(to_ir(ct), 0, {n, c}));
-  if (self.dim() == 1) gi = b.reshape(gi, {c});
-  at::Tensor out = k.out(gi, ct);
-  k.run();
-  return out;
-}
-
-// nll_loss2d: input [N, C, d...], target [N, d...], as nll_loss over N*prod(d) rows.
-at::Tensor rows_of(const at::Tensor& self) {
-  std::vector<int64_t> perm{0};
-  for (int64_t i = 2; i < self.dim(); ++i) perm.push_back(i);
-  perm.push_back(1);
-  return self.permute(perm).reshape({-1, self.size(1)});
-}
-
-std::tuple<at::Tensor, at::Tensor> nll_loss2d_forward(const at::Tensor& self, const at::Tensor& target,
-                                                      const std::optional<at::Tensor>& weight, int64_t reduction,
-                                                      int64_t ignore_index) {
-  TPU_COUNT("aten::nll_loss2d_forward");
-  TORCH_CHECK(self.dim() == 4 && target.dim() == 3, "nll_loss2d: expected 4D input and 3D target, got ",
-              self.sizes(), " and ", target.sizes());
-  auto [out, total] =
-      aten::nll_loss_forward(rows_of(self), target.reshape({-1}), weight, reduction, ignore_index);
-  if (reduction == at::Reduction::None) out = out.view(target.sizes());
-  return std::make_tuple(out, total);
-}
-
-at::Tensor nll_loss2d_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
-                               const std::optional<at::Tensor>& weight, int64_t reduction, int64_t ignore_index,
-                               const at::Tensor& total_weight) {
-  TPU_COUNT("aten::nll_loss2d_backward");
-  at::Tensor g = reduction == at::Reduction::None ? grad_output.reshape({-1}) : grad_output;
-  at::Tensor rows = aten::nll_loss_backward(g, rows_of(self), target.reshape({-1}), weight, reduction,
-                                            ignore_index, total_weight);
-  std::vector<int64_t> shape{self.size(0)};
-  for (int64_t i = 2; i < self.dim(); ++i) shape.push_back(self.size(i));
-  shape.push_back(self.size(1));
-  std::vector<int64_t> perm{0, self.dim() - 1};
-  for (int64_t i = 1; i < self.dim() - 1; ++i) perm.push_back(i);
-  return rows.view(shape).permute(perm).contiguous();
-}
-
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("index.Tensor", TORCH_FN(index_tensor));
   m.impl("_index_put_impl_", TORCH_FN(index_put_impl));
-  m.impl("index_select", TORCH_FN(index_select));
   m.impl("index_add", TORCH_FN(index_add));
-  m.impl("index_add_", TORCH_FN(index_add_));
   m.impl("index_add.out", TORCH_FN(index_add_out));
-  m.impl("masked_select", TORCH_FN(masked_select));
+  m.impl("index_add_", TORCH_FN(index_add_));
+  m.impl("index_copy", TORCH_FN(index_copy));
+  m.impl("index_copy.out", TORCH_FN(index_copy_out));
+  m.impl("index_copy_", TORCH_FN(index_copy_));
+  m.impl("index_fill_.int_Scalar", TORCH_FN(index_fill_scalar_));
+  m.impl("index_fill_.int_Tensor", TORCH_FN(index_fill_tensor_));
+  m.impl("index_reduce", TORCH_FN(index_reduce));
+  m.impl("index_reduce.out", TORCH_FN(index_reduce_out));
+  m.impl("index_reduce_", TORCH_FN(index_reduce_));
+  m.impl("index_select", TORCH_FN(index_select));
+  m.impl("index_select.out", TORCH_FN(index_select_out));
   m.impl("masked_scatter_", TORCH_FN(masked_scatter_));
-  m.impl("gather", TORCH_FN(gather));
-  m.impl("scatter.src", TORCH_FN(scatter_src));
-  m.impl("scatter_.src", TORCH_FN(scatter_src_));
-  m.impl("scatter.value", TORCH_FN(scatter_value));
-  m.impl("scatter_.value", TORCH_FN(scatter_value_));
-  m.impl("scatter_add", TORCH_FN(scatter_add));
-  m.impl("scatter_add_", TORCH_FN(scatter_add_));
-  m.impl("embedding_dense_backward", TORCH_FN(embedding_dense_backward));
-  m.impl("nll_loss_forward", TORCH_FN(nll_loss_forward));
-  m.impl("nll_loss_backward", TORCH_FN(nll_loss_backward));
-  m.impl("nll_loss2d_forward", TORCH_FN(nll_loss2d_forward));
-  m.impl("nll_loss2d_backward", TORCH_FN(nll_loss2d_backward));
 }
 
 }  // namespace torchtpu::aten

@@ -1,0 +1,153 @@
+// Ops whose output size depends on the data: nonzero (and argwhere through
+// it), masked_select, repeat_interleave of a repeats tensor; and
+// nonzero_static, whose size is given. As on CUDA,
+// the number of true elements is read back (a sync point); the compaction
+// itself runs on the device.
+#include <ATen/ExpandUtils.h>
+#include <torch/library.h>
+
+#include "aten/tensor_ir.h"
+#include "ops/index.h"
+#include "ops/scan.h"
+
+namespace torchtpu::aten {
+namespace {
+
+// The number of true elements of `mask` (read back: a sync point).
+int64_t count_true(const at::Tensor& mask) {
+  Kernel k("aten::nonzero", mask);
+  Builder& b = k.b();
+  Value nz = b.convert(k.in(mask, at::kBool), DType::kS64);
+  std::vector<int64_t> dims(mask.dim());
+  for (int64_t i = 0; i < mask.dim(); ++i) dims[i] = i;
+  at::Tensor n = k.out(b.reduce_sum(nz, dims), at::kLong);
+  k.run();
+  return n.item<int64_t>();
+}
+
+void check_long_out(const char* op, const at::Tensor& self, const at::Tensor& out) {
+  check_same_device(op, self.device(), {&out});
+  TORCH_CHECK(out.scalar_type() == at::kLong, op, ": Expected object of scalar type Long as out, but got ",
+              out.scalar_type());
+}
+
+at::Tensor positions(const char* op, const at::Tensor& self, int64_t size, int64_t fill, const at::Tensor* out) {
+  Kernel k(op, self);
+  Builder& b = k.b();
+  Value mask = k.in(self, at::kBool);
+  Value r = ops::true_positions(b, mask, size, b.constant(DType::kS64, static_cast<double>(fill)));
+  at::Tensor result = k.result(r, at::kLong, out);
+  k.run();
+  return result;
+}
+
+at::Tensor nonzero(const at::Tensor& self) {
+  TPU_COUNT("aten::nonzero");
+  return positions("aten::nonzero", self, count_true(self), 0, nullptr);
+}
+at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out) {
+  TPU_COUNT("aten::nonzero.out");
+  check_long_out("aten::nonzero.out", self, out);
+  positions("aten::nonzero", self, count_true(self), 0, &out);
+  return out;
+}
+
+at::Tensor& nonzero_static_out(const at::Tensor& self, int64_t size, int64_t fill_value, at::Tensor& out) {
+  TPU_COUNT("aten::nonzero_static.out");
+  TORCH_CHECK(size >= 0, "nonzero_static: 'size' must be an non-negative integer");
+  check_long_out("aten::nonzero_static.out", self, out);
+  positions("aten::nonzero_static", self, size, fill_value, &out);
+  return out;
+}
+at::Tensor nonzero_static(const at::Tensor& self, int64_t size, int64_t fill_value) {
+  TPU_COUNT("aten::nonzero_static");
+  TORCH_CHECK(size >= 0, "nonzero_static: 'size' must be an non-negative integer");
+  return positions("aten::nonzero_static", self, size, fill_value, nullptr);
+}
+
+at::Tensor masked_select_impl(const at::Tensor& self, const at::Tensor& mask, const at::Tensor* out) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_select: expected BoolTensor for mask");
+  check_same_device("aten::masked_select", self.device(), {&mask, out});
+  if (out)
+    TORCH_CHECK(out->scalar_type() == self.scalar_type(), "masked_select(): self and result must have the same ",
+                "scalar type");
+  const std::vector<int64_t> shape = at::infer_size(self.sizes(), mask.sizes());
+  const at::Tensor m = mask.expand(shape);
+  const int64_t n = count_true(m);
+  Kernel k("aten::masked_select", self);
+  Builder& b = k.b();
+  const ir::Dims d = to_dims(shape);
+  Value v = ops::true_values(b, b.broadcast_to(k.in(mask), d), b.broadcast_to(k.in(self), d), n);
+  at::Tensor result = k.result(v, self.scalar_type(), out);
+  k.run();
+  return result;
+}
+at::Tensor masked_select(const at::Tensor& self, const at::Tensor& mask) {
+  TPU_COUNT("aten::masked_select");
+  return masked_select_impl(self, mask, nullptr);
+}
+at::Tensor& masked_select_out(const at::Tensor& self, const at::Tensor& mask, at::Tensor& out) {
+  TPU_COUNT("aten::masked_select.out");
+  masked_select_impl(self, mask, &out);
+  return out;
+}
+
+// [0] * repeats[0] ++ [1] * repeats[1] ++ ...: output position o holds the
+// number of i >= 1 whose run starts at or before o. Without output_size the
+// total is read back (a sync point); a negative repeat raises at the next
+// sync point, as does an output_size that is not the total.
+at::Tensor repeat_interleave_tensor(const at::Tensor& repeats, std::optional<int64_t> output_size) {
+  TPU_COUNT("aten::repeat_interleave.Tensor");
+  TORCH_CHECK(repeats.dim() == 1, "repeat_interleave only accept 1D vector as repeat");
+  TORCH_CHECK(repeats.scalar_type() == at::kLong || repeats.scalar_type() == at::kInt,
+              "repeats has to be Long or Int tensor");
+  const int64_t n = repeats.numel();
+  auto totals = [&](Kernel& k) {
+    Builder& b = k.b();
+    Value r = k.in(repeats, at::kLong);
+    k.check(b.reduce_max(b.compare(r, b.zeros_like(r), ops::Cmp::kLT), {0}), Kernel::CheckKind::kRuntime,
+            "repeats can not be negative");
+    return b.reduce_sum(r, {0});
+  };
+  int64_t size = 0;
+  if (output_size) {
+    size = *output_size;
+  } else {
+    Kernel k("aten::repeat_interleave", repeats);
+    at::Tensor total = k.out(totals(k), at::kLong);
+    k.run();
+    size = total.item<int64_t>();
+  }
+  TORCH_CHECK(size >= 0, "repeat_interleave: output_size must be non-negative, got ", size);
+  Kernel k("aten::repeat_interleave", repeats);
+  Builder& b = k.b();
+  Value total = totals(k);
+  if (output_size)
+    k.check(b.compare(total, b.constant(DType::kS64, static_cast<double>(size)), ops::Cmp::kNE),
+            Kernel::CheckKind::kRuntime, "allocated size does not match required size");
+  Value r = b.constant(DType::kS64, 0, {size});
+  if (n > 1 && size > 0) {
+    Value rv = k.in(repeats, at::kLong);
+    Value starts = b.slice_dim(b.sub(ops::cumulative(b, rv, 0, false), rv), 0, 1, n);  // exclusive sums, i >= 1
+    Value marks = b.scatter(r, b.reshape(starts, {n - 1, 1}), b.constant(DType::kS64, 1, {n - 1}), {0}, {},
+                            ir::Body::kAdd);
+    r = ops::cumulative(b, marks, 0, false);
+  }
+  at::Tensor out = k.out(r, repeats.scalar_type());
+  k.run();
+  return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("masked_select", TORCH_FN(masked_select));
+  m.impl("masked_select.out", TORCH_FN(masked_select_out));
+  m.impl("nonzero", TORCH_FN(nonzero));
+  m.impl("nonzero.out", TORCH_FN(nonzero_out));
+  m.impl("nonzero_static", TORCH_FN(nonzero_static));
+  m.impl("nonzero_static.out", TORCH_FN(nonzero_static_out));
+  m.impl("repeat_interleave.Tensor", TORCH_FN(repeat_interleave_tensor));
+}
+
+}  // namespace torchtpu::aten
