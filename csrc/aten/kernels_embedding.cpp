@@ -59,7 +59,8 @@ at::Tensor& embedding_renorm_(at::Tensor& self, const at::Tensor& indices, doubl
   // The CPU reads the norm back from a tensor of the weight's dtype.
   norm = b.convert(b.convert(norm, to_ir(self.scalar_type())), c);
   Value mx = k.scalar(max_norm, ct);
-  Value scale = b.div(mx, b.add(norm, b.constant(c, 1e-7)));
+  // row *= scale: the CPU rounds the scale to the weight's dtype first.
+  Value scale = b.convert(b.convert(b.div(mx, b.add(norm, b.constant(c, 1e-7))), to_ir(self.scalar_type())), c);
   Value renorm = b.logical_and(used, b.compare(norm, mx, Cmp::kGT));
   const ir::Dims rc{rows, cols};
   Value r = b.select(b.broadcast_in_dim(renorm, rc, {0}), b.mul(w, b.broadcast_in_dim(scale, rc, {0})), w);

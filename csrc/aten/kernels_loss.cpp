@@ -109,8 +109,10 @@ at::Tensor huber_impl(const at::Tensor& self, const at::Tensor& target, int64_t 
   const at::ScalarType st = loss_type("huber_cpu", self, target), ct = opmath(st);
   Kernel k(op, self);
   Builder& b = k.b();
-  Value d = b.convert(k.scalar(delta, st), to_ir(ct));
-  Value l = ops::huber(b, k.in(self, ct), k.in(target, ct), d, rounding(b, st));
+  // The CPU computes float16 in float32 and bfloat16 one rounded operation at a time.
+  const at::ScalarType dt = st == at::kHalf ? ct : st;
+  Value d = b.convert(k.scalar(delta, dt), to_ir(ct));
+  Value l = ops::huber(b, k.in(self, ct), k.in(target, ct), d, rounding(b, dt));
   Value r = reduce(k, l, reduction, st);
   if (out) return finish_out(k, r, st, *out);
   at::Tensor result = k.out(r, st);
