@@ -60,9 +60,6 @@ Value binary_cross_entropy_backward(Builder& b, Value g, Value x, Value t, Value
   return b.div(round(b.mul(g, round(b.sub(x, t)))), denom);
 }
 
-}  // namespace torchtpu::ops
-
-namespace torchtpu::ops {
 
 namespace {
 // [n, dim] bool: d == target[n].

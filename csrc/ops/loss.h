@@ -25,9 +25,6 @@ Value binary_cross_entropy(Builder& b, Value x, Value t, const Round& round);
 // g * (x - t) / max((1 - x) * x, eps)
 Value binary_cross_entropy_backward(Builder& b, Value g, Value x, Value t, Value eps, const Round& round);
 
-}  // namespace torchtpu::ops
-
-namespace torchtpu::ops {
 
 // multi_margin_loss of x [n, dim] with in-range int64 targets [n]:
 // per frame sum_{d != t, z > 0} z^p * w[t] / dim with z = margin - x[t] + x[d].
