@@ -182,6 +182,44 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> legit_no_training(
                          running_var, false, momentum, eps);
 }
 
+// out= forms: the functional results written into the given tensors.
+std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> assign_outs(std::tuple<at::Tensor, at::Tensor, at::Tensor> r,
+                                                              at::Tensor& out, at::Tensor& mean, at::Tensor& invstd) {
+  at::Tensor* dst[] = {&out, &mean, &invstd};
+  const at::Tensor src[] = {std::get<0>(r), std::get<1>(r), std::get<2>(r)};
+  for (int i = 0; i < 3; ++i) {
+    if (dst[i]->sizes() != src[i].sizes()) dst[i]->resize_(src[i].sizes());
+    dst[i]->copy_(src[i]);
+  }
+  return {out, mean, invstd};
+}
+std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> native_batch_norm_out(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+    const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var, bool training,
+    double momentum, double eps, at::Tensor& out, at::Tensor& save_mean, at::Tensor& save_invstd) {
+  TPU_COUNT("aten::native_batch_norm.out");
+  return assign_outs(batch_norm_impl("aten::native_batch_norm.out", input, weight, bias, running_mean, running_var,
+                                     training, momentum, eps),
+                     out, save_mean, save_invstd);
+}
+std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> legit_out(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+    at::Tensor& running_mean, at::Tensor& running_var, bool training, double momentum, double eps, at::Tensor& out,
+    at::Tensor& save_mean, at::Tensor& save_invstd) {
+  TPU_COUNT("aten::_native_batch_norm_legit.out");
+  return assign_outs(batch_norm_impl("aten::_native_batch_norm_legit.out", input, weight, bias, running_mean,
+                                     running_var, training, momentum, eps),
+                     out, save_mean, save_invstd);
+}
+std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> legit_no_stats_out(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+    bool training, double momentum, double eps, at::Tensor& out, at::Tensor& save_mean, at::Tensor& save_invstd) {
+  TPU_COUNT("aten::_native_batch_norm_legit.no_stats_out");
+  return assign_outs(batch_norm_impl("aten::_native_batch_norm_legit.no_stats_out", input, weight, bias, std::nullopt,
+                                     std::nullopt, training, momentum, eps),
+                     out, save_mean, save_invstd);
+}
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> with_update(
     const at::Tensor& input, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
     at::Tensor& running_mean, at::Tensor& running_var, double momentum, double eps) {
@@ -273,9 +311,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_group_norm(
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("native_group_norm", TORCH_FN(native_group_norm));
   m.impl("native_batch_norm", TORCH_FN(native_batch_norm));
+  m.impl("native_batch_norm.out", TORCH_FN(native_batch_norm_out));
   m.impl("native_batch_norm_backward", TORCH_FN(native_batch_norm_backward));
   m.impl("_native_batch_norm_legit", TORCH_FN(legit));
   m.impl("_native_batch_norm_legit.no_stats", TORCH_FN(legit_no_stats));
+  m.impl("_native_batch_norm_legit.out", TORCH_FN(legit_out));
+  m.impl("_native_batch_norm_legit.no_stats_out", TORCH_FN(legit_no_stats_out));
   m.impl("_native_batch_norm_legit_no_training", TORCH_FN(legit_no_training));
   m.impl("_batch_norm_with_update", TORCH_FN(with_update));
   m.impl("_batch_norm_no_update", TORCH_FN(no_update));

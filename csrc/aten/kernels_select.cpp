@@ -219,6 +219,20 @@ at::Tensor gelu(const at::Tensor& self, c10::string_view approximate) {
   k.run();
   return out;
 }
+at::Tensor& gelu_out(const at::Tensor& self, c10::string_view approximate, at::Tensor& out) {
+  TPU_COUNT("aten::gelu.out");
+  bool t = approximate == "tanh";
+  TORCH_CHECK(t || approximate == "none", "approximate argument must be either none or tanh.");
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()), "\"GeluKernelImpl\" not implemented for '",
+              c10::toString(self.scalar_type()), "'");
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(), "aten::gelu.out: expected out tensor to have dtype ",
+              self.scalar_type(), ", but got ", out.scalar_type(), " instead");
+  check_same_device("aten::gelu.out", self.device(), {&out});
+  Kernel k("aten::gelu.out", self);
+  k.into_resized(out, ops::gelu(k.b(), k.in(self, opmath(self.scalar_type())), t));
+  k.run();
+  return out;
+}
 at::Tensor gelu_backward(const at::Tensor& grad, const at::Tensor& self, c10::string_view approximate) {
   TPU_COUNT("aten::gelu_backward");
   return grad_kernel("aten::gelu_backward", grad, self,
@@ -268,6 +282,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("masked_fill_.Tensor", TORCH_FN(masked_fill_t));
   m.impl("threshold_backward", TORCH_FN(threshold_backward));
   m.impl("gelu", TORCH_FN(gelu));
+  m.impl("gelu.out", TORCH_FN(gelu_out));
   m.impl("gelu_backward", TORCH_FN(gelu_backward));
   m.impl("silu_backward", TORCH_FN(silu_backward));
   m.impl("tanh_backward", TORCH_FN(tanh_backward));
