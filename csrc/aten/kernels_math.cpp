@@ -259,7 +259,7 @@ at::Tensor logit_impl(const char* op, const at::Tensor& a, std::optional<double>
   if (target) check_same_device(op, a.device(), {target});
   const DType o = to_ir(opmath(ct));
   Value lo = eps ? k.b().convert(k.scalar(*eps, ct), o) : Value{};
-  Value r = ops::logit(k.b(), k.b().convert(k.in(a, ct), o), lo);
+  Value r = ops::logit(k.b(), k.b().convert(k.in(a, ct), o), lo, to_ir(ct));
   return finish(k, r, ct, dest, target);
 }
 at::Tensor logit(const at::Tensor& a, std::optional<double> eps) {
@@ -310,7 +310,7 @@ at::Tensor polygamma_impl(const char* op, int64_t n, const at::Tensor& a, Dest d
   } else {
     ops::Zeta z = ops::polygamma(b, n, x);
     k.check(z.unsupported, Kernel::CheckKind::kRuntime,
-            std::string(op) + ": inputs below -32 are not supported on tpu (the series needs more terms)");
+            std::string(op) + ": inputs below -16 are not supported on tpu (the series needs more terms)");
     r = z.value;
   }
   return finish(k, r, ct, dest, target);
@@ -376,7 +376,7 @@ at::Tensor& heaviside_out(const at::Tensor& a, const at::Tensor& v, at::Tensor& 
 }
 
 // Hurwitz zeta, float32 and float64 only (as the CPU kernel). Integer x with q
-// below -32 would need more terms than the unrolled series has: refused.
+// below -16 would need more terms than the unrolled series has: refused.
 at::Tensor& special_zeta_out(const at::Tensor& x, const at::Tensor& q, at::Tensor& out) {
   TPU_COUNT("aten::special_zeta.out");
   const char* op = "aten::special_zeta.out";
@@ -385,7 +385,7 @@ at::Tensor& special_zeta_out(const at::Tensor& x, const at::Tensor& q, at::Tenso
   Kernel k(op, out.device());
   ops::Zeta z = ops::zeta(k.b(), k.in(x, ct), k.in(q, ct));
   k.check(z.unsupported, Kernel::CheckKind::kRuntime,
-          std::string(op) + ": integer x with q below -32 is not supported on tpu (the series needs more terms)");
+          std::string(op) + ": integer x with q below -16 is not supported on tpu (the series needs more terms)");
   finish(k, z.value, ct, Dest::kOut, &out);
   return out;
 }

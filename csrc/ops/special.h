@@ -31,7 +31,9 @@ Value ndtri(Builder& b, Value x);
 Value log_ndtr(Builder& b, Value x);
 Value erfcx(Builder& b, Value x);
 // logit with optional clamping to [lo, 1 - lo] (lo a 0-d value; invalid: none).
-Value logit(Builder& b, Value x, Value lo);
+// With `round_to` narrower than x's dtype, each step rounds to it, as the
+// CPU's 16-bit kernel does.
+Value logit(Builder& b, Value x, Value lo, DType round_to);
 Value logit_backward(Builder& b, Value grad, Value x, Value lo);
 // round(x * 10^d) / 10^d, or round(x / 10^-d) * 10^-d for negative d
 // (`scale` = 10^|d| as a 0-d value).
@@ -42,7 +44,7 @@ std::pair<Value, Value> frexp(Builder& b, Value x);
 Value digamma(Builder& b, Value x);
 Value trigamma(Builder& b, Value x);
 // Hurwitz zeta. `unsupported` is true where the CPU's summation loop would
-// run past the unrolled bound (integer x with q below -32).
+// run past the unrolled bound (integer x with q below -16).
 struct Zeta {
   Value value;
   Value unsupported;
