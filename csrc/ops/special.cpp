@@ -221,8 +221,9 @@ Value logit(Builder& b, Value x, Value lo, DType round_to) {
   if (lo.valid()) {
     Value hi = b.sub(K(b, lo, 1.0), lo);
     if (round_to != b.dtype(x)) hi = b.convert(b.convert(hi, round_to), b.dtype(x));
-    x = b.select(b.compare(x, lo, Cmp::kLT), b.broadcast_to(lo, b.dims(x)),
-                 b.select(b.compare(x, hi, Cmp::kGT), b.broadcast_to(hi, b.dims(x)), x));
+    const Dims d = b.dims(x);
+    x = b.select(b.compare(x, lo, Cmp::kLT), b.broadcast_to(lo, d),
+                 b.select(b.compare(x, hi, Cmp::kGT), b.broadcast_to(hi, d), x));
   }
   auto round = [&](Value v) { return round_to == b.dtype(v) ? v : b.convert(b.convert(v, round_to), b.dtype(v)); };
   Value ratio = round(b.div(x, round(sub_from(b, 1.0, x))));
@@ -332,7 +333,7 @@ Zeta zeta(Builder& b, Value x, Value q) {
                              -4.5979787224074726105e15, 1.8152105401943546773e17, -7.1661652561756670113e18};
   const double machep = 1.11022302462515654042E-16;
   const int kMaxTerms = 9 + 16;
-  const Dims& d = b.dims(b.add(x, q));
+  const Dims d = b.dims(b.add(x, q));
   x = b.broadcast_to(x, d);
   q = b.broadcast_to(q, d);
   Value neg_x = b.neg(x);
@@ -430,14 +431,14 @@ Value i1(Builder& b, Value x0) {
 
 Value xlogy(Builder& b, Value x, Value y) {
   Value r = b.mul(x, b.log(y));
-  const Dims& d = b.dims(r);
+  const Dims d = b.dims(r);
   r = b.select(b.broadcast_to(eq(b, x, 0), d), b.zeros_like(r), r);
   return b.select(b.broadcast_to(isnan(b, y), d), b.full_like(r, kNaN), r);
 }
 
 Value xlog1py(Builder& b, Value x, Value y) {
   Value r = b.mul(x, log1p(b, y));
-  const Dims& d = b.dims(r);
+  const Dims d = b.dims(r);
   r = b.select(b.broadcast_to(eq(b, x, 0), d), b.zeros_like(r), r);
   return b.select(b.broadcast_to(isnan(b, y), d), b.full_like(r, kNaN), r);
 }
@@ -456,7 +457,7 @@ Value hypot(Builder& b, Value x, Value y) {
 }
 
 Value nextafter(Builder& b, Value x, Value y) {
-  const Dims& d = b.dims(b.add(x, y));
+  const Dims d = b.dims(b.add(x, y));
   x = b.broadcast_to(x, d);
   y = b.broadcast_to(y, d);
   return b.graph().add("chlo.next_after", {x, y}, b.type(x));
@@ -469,7 +470,7 @@ Value copysign(Builder& b, Value x, Value y) {
 }
 
 Value heaviside(Builder& b, Value x, Value y) {
-  const Dims& d = b.dims(b.add(x, y));
+  const Dims d = b.dims(b.add(x, y));
   Value pos = b.convert(b.compare(x, b.zeros_like(x), Cmp::kGT), b.dtype(x));
   return b.select(b.broadcast_to(b.compare(x, b.zeros_like(x), Cmp::kEQ), d), b.broadcast_to(y, d),
                   b.broadcast_to(pos, d));
@@ -479,14 +480,16 @@ Value fmax(Builder& b, Value x, Value y) {
   if (b.dtype(x) == DType::kBool) return b.logical_or(x, y);
   Value m = b.max(x, y);
   if (!is_float(b.dtype(x))) return m;
-  return b.select(isnan(b, x), b.broadcast_to(y, b.dims(m)), b.select(isnan(b, y), b.broadcast_to(x, b.dims(m)), m));
+  const Dims d = b.dims(m);
+  return b.select(isnan(b, x), b.broadcast_to(y, d), b.select(isnan(b, y), b.broadcast_to(x, d), m));
 }
 
 Value fmin(Builder& b, Value x, Value y) {
   if (b.dtype(x) == DType::kBool) return b.logical_and(x, y);
   Value m = b.min(x, y);
   if (!is_float(b.dtype(x))) return m;
-  return b.select(isnan(b, x), b.broadcast_to(y, b.dims(m)), b.select(isnan(b, y), b.broadcast_to(x, b.dims(m)), m));
+  const Dims d = b.dims(m);
+  return b.select(isnan(b, x), b.broadcast_to(y, d), b.select(isnan(b, y), b.broadcast_to(x, d), m));
 }
 
 static Value logaddexp_impl(Builder& b, Value x, Value y, bool base2) {
@@ -494,7 +497,8 @@ static Value logaddexp_impl(Builder& b, Value x, Value y, bool base2) {
   Value negd = b.neg(abs(b, b.sub(x, y)));
   Value r = base2 ? b.add(m, b.mul_c(log1p(b, exp2(b, negd)), 1.0 / M_LN2)) : b.add(m, log1p(b, b.exp(negd)));
   Value same_inf = b.logical_and(eq(b, abs(b, x), kInf), b.compare(x, y, Cmp::kEQ));
-  return b.select(same_inf, b.broadcast_to(x, b.dims(r)), r);
+  const Dims d = b.dims(r);
+  return b.select(same_inf, b.broadcast_to(x, d), r);
 }
 
 Value logaddexp(Builder& b, Value x, Value y) { return logaddexp_impl(b, x, y, false); }
