@@ -140,6 +140,24 @@ at::Tensor& clamp_max_out(const at::Tensor& s, const at::Scalar& hi, at::Tensor&
   return out;
 }
 
+at::Tensor& clamp_t_out(const at::Tensor& s, const std::optional<at::Tensor>& lo, const std::optional<at::Tensor>& hi,
+                        at::Tensor& out) {
+  TPU_COUNT("aten::clamp.Tensor_out");
+  clamp_impl("aten::clamp.Tensor_out", s, lo && lo->defined() ? &*lo : nullptr, hi && hi->defined() ? &*hi : nullptr,
+             Dest::kOut, &out);
+  return out;
+}
+at::Tensor& clamp_min_t_out(const at::Tensor& s, const at::Tensor& lo, at::Tensor& out) {
+  TPU_COUNT("aten::clamp_min.Tensor_out");
+  clamp_impl("aten::clamp_min.Tensor_out", s, &lo, nullptr, Dest::kOut, &out);
+  return out;
+}
+at::Tensor& clamp_max_t_out(const at::Tensor& s, const at::Tensor& hi, at::Tensor& out) {
+  TPU_COUNT("aten::clamp_max.Tensor_out");
+  clamp_impl("aten::clamp_max.Tensor_out", s, nullptr, &hi, Dest::kOut, &out);
+  return out;
+}
+
 at::Tensor where_impl(const at::Tensor& cond, const at::Tensor& a, const at::Tensor& b, Dest dest,
                       const at::Tensor* target) {
   c10::Device dev = target ? target->device()
@@ -270,12 +288,15 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("clamp.out", TORCH_FN(clamp_out));
   m.impl("clamp.Tensor", TORCH_FN(clamp_t));
   m.impl("clamp_.Tensor", TORCH_FN(clamp_t_));
+  m.impl("clamp.Tensor_out", TORCH_FN(clamp_t_out));
   m.impl("clamp_min", TORCH_FN(clamp_min));
   m.impl("clamp_min_", TORCH_FN(clamp_min_));
   m.impl("clamp_min.out", TORCH_FN(clamp_min_out));
+  m.impl("clamp_min.Tensor_out", TORCH_FN(clamp_min_t_out));
   m.impl("clamp_max", TORCH_FN(clamp_max));
   m.impl("clamp_max_", TORCH_FN(clamp_max_));
   m.impl("clamp_max.out", TORCH_FN(clamp_max_out));
+  m.impl("clamp_max.Tensor_out", TORCH_FN(clamp_max_t_out));
   m.impl("where.self", TORCH_FN(where));
   m.impl("where.self_out", TORCH_FN(where_out));
   m.impl("masked_fill_.Scalar", TORCH_FN(masked_fill_s));

@@ -1,0 +1,197 @@
+"""Special and transcendental math ops on the device against the CPU, in every
+mode: int/bool promotion, 16-bit floats, 0-d, empty, non-contiguous and
+NaN/Inf inputs, out= and in-place forms, and no CPU fallback."""
+import math
+
+import pytest
+import torch
+
+import torchtpu
+
+pytestmark = pytest.mark.usefixtures("each_mode")
+
+TOL = {torch.float32: 2e-6, torch.bfloat16: 1.6e-2, torch.float16: 1e-3, torch.float64: 1e-12}
+
+
+def same(fn, *args, rtol=None, atol=1e-5):
+    expected = fn(*args)
+    got = fn(*[a.to("tpu") if isinstance(a, torch.Tensor) else a for a in args])
+    if isinstance(expected, tuple):
+        for g, e in zip(got, expected):
+            check(g.cpu(), e, rtol, atol)
+    else:
+        check(got.cpu(), expected, rtol, atol)
+
+
+def check(got, expected, rtol, atol):
+    assert got.dtype == expected.dtype and got.shape == expected.shape, (got, expected)
+    rtol = TOL.get(expected.dtype, 0) if rtol is None else rtol
+    atol = atol if expected.is_floating_point() else 0
+    torch.testing.assert_close(got, expected, equal_nan=True, rtol=rtol, atol=atol)
+
+
+def assert_native():
+    torchtpu.synchronize()
+    assert torchtpu.debug.metrics()["cpu_fallbacks"] == {}
+
+
+G = torch.Generator().manual_seed(0)
+X = torch.empty(6, 5).uniform_(-9, 9, generator=G)
+UNIT = torch.empty(6, 5).uniform_(-1, 1, generator=G)
+PROB = torch.empty(6, 5).uniform_(0, 1, generator=G)
+SPECIAL = torch.tensor([0.0, -0.0, 1.0, -1.0, 0.5, float("nan"), float("inf"), -float("inf"), 1e-30, 1e30])
+INTS = torch.tensor([-3, -1, 0, 1, 2, 7])
+BOOLS = torch.tensor([True, False, True])
+
+UNARY = {
+    "acos": (torch.acos, UNIT), "asin": (torch.asin, UNIT), "atan": (torch.atan, X),
+    "acosh": (torch.acosh, X.abs() + 1), "asinh": (torch.asinh, X), "atanh": (torch.atanh, UNIT),
+    "cosh": (torch.cosh, X), "sinh": (torch.sinh, X), "tan": (torch.tan, X), "log10": (torch.log10, X.abs()),
+    "exp2": (torch.exp2, X), "erfc": (torch.erfc, X), "erfinv": (torch.erfinv, UNIT), "frac": (torch.frac, X),
+    "sinc": (torch.sinc, X), "lgamma": (torch.lgamma, X), "digamma": (torch.digamma, X), "i0": (torch.i0, X),
+    "i0e": (torch.special.i0e, X), "i1": (torch.special.i1, X), "i1e": (torch.special.i1e, X),
+    "ndtri": (torch.special.ndtri, PROB), "log_ndtr": (torch.special.log_ndtr, X * 3),
+    "entr": (torch.special.entr, X), "angle": (torch.angle, X), "signbit": (torch.signbit, X),
+    "logit": (torch.logit, PROB), "logit_eps": (lambda t: torch.logit(t, eps=0.2), PROB),
+    "nan_to_num": (torch.nan_to_num, SPECIAL), "nan_to_num_args": (
+        lambda t: torch.nan_to_num(t, nan=1.5, posinf=2.0, neginf=-3.0), SPECIAL),
+    "round_3": (lambda t: torch.round(t, decimals=3), X), "round_-1": (lambda t: torch.round(t, decimals=-1), X * 10),
+    "trigamma": (lambda t: torch.polygamma(1, t), X), "polygamma3": (lambda t: torch.polygamma(3, t), X),
+    "conj_physical": (lambda t: torch.conj_physical(t, out=torch.empty_like(t)), X),
+}
+FLOAT32_ONLY = {"ndtri", "log_ndtr", "conj_physical"}
+for _name in ("bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "modified_bessel_i0", "modified_bessel_i1",
+              "modified_bessel_k0", "modified_bessel_k1", "scaled_modified_bessel_k0", "scaled_modified_bessel_k1",
+              "spherical_bessel_j0", "airy_ai"):
+    UNARY[_name] = (getattr(torch.special, _name), X)
+    FLOAT32_ONLY.add(_name)
+
+
+@pytest.mark.parametrize("name", sorted(UNARY))
+def test_unary_float32_and_edges(name):
+    fn, x = UNARY[name]
+    torchtpu.debug.reset_metrics()
+    rtol = 1e-5 if name in ("polygamma3", "trigamma", "digamma", "lgamma") else None
+    same(fn, x, rtol=rtol)
+    same(fn, x.t() if x.dim() == 2 else x[::2], rtol=rtol)  # non-contiguous
+    same(fn, x.flatten()[0].clone(), rtol=rtol)  # 0-d
+    same(fn, x[:0], rtol=rtol)  # empty
+    if name not in ("polygamma3",):
+        same(fn, SPECIAL, rtol=rtol)
+    assert_native()
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_unary_16bit_compute_in_float32(dtype):
+    torchtpu.debug.reset_metrics()
+    for name in sorted(set(UNARY) - FLOAT32_ONLY):
+        fn, x = UNARY[name]
+        same(fn, x.to(dtype), rtol=2 * TOL[dtype], atol=1e-3)
+    assert_native()
+
+
+def test_unary_integer_and_bool_inputs():
+    torchtpu.debug.reset_metrics()
+    for name in ("acos", "exp2", "sinc", "lgamma", "digamma", "i0", "entr", "angle", "signbit", "logit", "erfinv",
+                 "nan_to_num", "trigamma", "bessel_j0"):
+        fn, _ = UNARY[name]
+        same(fn, INTS)
+        same(fn, BOOLS)
+    assert_native()
+
+
+def test_float_only_ops_refuse_integers_as_the_cpu():
+    for fn in (torch.frac, lambda t: torch.round(t, decimals=2), lambda t: torch.hypot(t, t)):
+        with pytest.raises(NotImplementedError):
+            fn(INTS)
+        with pytest.raises(NotImplementedError):
+            fn(INTS.to("tpu"))
+    for fn in (torch.special.ndtri, torch.special.bessel_j0, torch.special.airy_ai):
+        with pytest.raises(NotImplementedError):
+            fn(PROB.to("tpu", torch.bfloat16))
+
+
+def test_inplace_and_out_forms():
+    torchtpu.debug.reset_metrics()
+    for name in ("acos", "tan", "erfinv", "digamma", "lgamma", "sinc", "frac", "logit", "exp2"):
+        x = UNARY[name][1]
+        expected = getattr(x.clone(), name + "_")()
+        got = getattr(x.to("tpu"), name + "_")()
+        check(got.cpu(), expected, 1e-5, 1e-5)
+        out = torch.empty(1, device="tpu")
+        getattr(torch, name)(x.to("tpu"), out=out)
+        check(out.cpu(), expected, 1e-5, 1e-5)
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        INTS.to("tpu").acos_()
+    m, e = torch.frexp(SPECIAL.to("tpu"))
+    em, ee = torch.frexp(SPECIAL)
+    check(m.cpu(), em, 0, 0)
+    check(e.cpu(), ee, 0, 0)
+    assert_native()
+
+
+def test_frexp_every_float_dtype_and_subnormals():
+    x = torch.tensor([3.0, -0.375, 1e-40, -2e-45, 6e4, 1.0, 0.0])
+    for dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16):
+        same(torch.frexp, x.to(dtype), rtol=0, atol=0)
+
+
+BINARY = {
+    "xlogy": torch.xlogy, "xlog1py": torch.special.xlog1py, "hypot": torch.hypot, "nextafter": torch.nextafter,
+    "copysign": torch.copysign, "fmax": torch.fmax, "fmin": torch.fmin, "logaddexp": torch.logaddexp,
+    "logaddexp2": torch.logaddexp2, "heaviside": torch.heaviside, "zeta": torch.special.zeta,
+}
+
+
+@pytest.mark.parametrize("name", sorted(BINARY))
+def test_binary_ops(name):
+    fn = BINARY[name]
+    torchtpu.debug.reset_metrics()
+    a = torch.cat([X.flatten(), SPECIAL, torch.zeros(4)])
+    b = torch.cat([X.flip(0).flatten(), SPECIAL.flip(0), torch.tensor([0.0, -1.0, float("nan"), 2.0])])
+    if name == "zeta":
+        a, b = a.abs() + 1, b
+    same(fn, a, b, rtol=1e-5)
+    same(fn, a[:6].view(2, 3), b[:3])  # broadcast
+    same(fn, a[:0], b[:0])
+    if name not in ("zeta", "heaviside"):
+        same(fn, a.bfloat16(), b.bfloat16())
+    if name in ("xlogy", "copysign", "fmax", "fmin", "heaviside"):
+        same(fn, INTS, INTS.flip(0))
+    if name in ("xlogy", "xlog1py", "copysign", "fmax", "zeta"):
+        same(fn, a[:5], torch.tensor(2.5))  # CPU scalar operand
+    assert_native()
+
+
+def test_polygamma_orders_and_mvlgamma():
+    torchtpu.debug.reset_metrics()
+    for n in range(6):
+        same(lambda t: torch.polygamma(n, t), X, rtol=1e-5)
+    same(lambda t: torch.mvlgamma(t, 3), X.abs() + 1.5, rtol=1e-5)
+    same(lambda t: torch.mvlgamma(t, 1, out=torch.empty_like(t)), X.abs() + 1, rtol=1e-5)
+    assert_native()
+
+
+def test_logit_backward_and_clamp_tensor_out():
+    torchtpu.debug.reset_metrics()
+    for eps in (None, 0.25):
+        g = torch.randn(6, 5, generator=G)
+        expected = torch.ops.aten.logit_backward(g, PROB, eps)
+        got = torch.ops.aten.logit_backward(g.to("tpu"), PROB.to("tpu"), eps)
+        check(got.cpu(), expected, 1e-5, 1e-5)
+    lo, hi = -X.abs(), X.abs()
+    for fn in (lambda t, l, h: torch.clamp(t, l, h, out=torch.empty_like(t)),
+               lambda t, l, h: torch.clamp_min(t, l, out=torch.empty_like(t)),
+               lambda t, l, h: torch.clamp_max(t, h, out=torch.empty_like(t))):
+        same(fn, X.flip(0), lo, hi)
+    assert_native()
+
+
+def test_zeta_beyond_the_unrolled_series_raises():
+    x = torch.tensor([3.0, 3.0], device="tpu")
+    q = torch.tensor([2.0, -40.5], device="tpu")
+    with pytest.raises(RuntimeError, match="not supported"):
+        torch.special.zeta(x, q).cpu()
+    assert math.isclose(torch.special.zeta(x[:1], q[:1]).item(), torch.special.zeta(torch.tensor(3.0),
+                                                                                  torch.tensor(2.0)).item(),
+                        rel_tol=1e-6)
