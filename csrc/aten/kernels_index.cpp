@@ -295,7 +295,15 @@ at::Tensor gather(const at::Tensor& self, int64_t dim, const at::Tensor& index, 
 at::Tensor scatter_impl(const char* op, const at::Tensor& self, int64_t dim, const at::Tensor& index,
                         const at::Tensor* src, const at::Scalar* value, bool add, bool inplace) {
   TORCH_CHECK(index.scalar_type() == at::kLong, op, "(): Expected dtype int64 for index");
-  int64_t w = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+  if (self.dim() == 0) {
+    // As a 1-element tensor (a view when in place, so the write reaches self).
+    at::maybe_wrap_dim(dim, int64_t{0});
+    at::Tensor flat = inplace ? self.view({1}) : self.reshape({1});
+    at::Tensor src_flat = src ? src->reshape({-1}) : at::Tensor();
+    at::Tensor r = scatter_impl(op, flat, 0, index.reshape({-1}), src ? &src_flat : nullptr, value, add, inplace);
+    return inplace ? self : r.reshape({});
+  }
+  int64_t w = at::maybe_wrap_dim(dim, self.dim());
   if (self.dim() > 0) check_gather_shapes(op, self, w, index, src);
   check_same_device(op, self.device(), {&index, src});
   Kernel k(op, self);
