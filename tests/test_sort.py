@@ -191,9 +191,28 @@ def test_mode_matches_the_cpu_sort():
     check(lambda t: torch.mode(t, 1), X.transpose(1, 2))
     check(lambda t: torch.mode(t), torch.tensor(3.0))
     check(lambda t: torch.mode(t, 1), torch.empty(0, 2))
-    check(lambda t: torch.mode(t), torch.randn(300, generator=g))  # distinct values: the smallest
+    v, i = torch.empty(0, device="tpu"), torch.empty(0, dtype=torch.long, device="tpu")
+    torch.mode(ties.to("tpu"), 1, out=(v, i))
+    e = torch.mode(ties, 1)
+    torch.testing.assert_close(v.cpu(), e.values, equal_nan=True)
+    assert torch.equal(i.cpu(), e.indices)
     with pytest.raises(IndexError, match="non-zero size"):
         torch.mode(torch.empty(2, 0, device="tpu"), 1)
+
+
+def test_mode_of_long_slices_runs_on_the_cpu():
+    # Beyond 16 elements the CPU's introsort picks among equal values: the
+    # device hands such slices to the CPU (counted as a fallback).
+    torchtpu.debug.reset_metrics()
+    x = torch.randint(0, 4, (3, 40), generator=G)
+    got = torch.mode(x.to("tpu"), 1)
+    exp = torch.mode(x, 1)
+    assert torch.equal(got.values.cpu(), exp.values) and torch.equal(got.indices.cpu(), exp.indices)
+    v, i = torch.empty(0, dtype=torch.long, device="tpu"), torch.empty(0, dtype=torch.long, device="tpu")
+    torch.mode(x.to("tpu"), 1, out=(v, i))
+    assert torch.equal(v.cpu(), exp.values) and torch.equal(i.cpu(), exp.indices)
+    assert torchtpu.debug.metrics()["cpu_fallbacks"] == {"aten::mode": 1, "aten::mode.values": 1}
+    torchtpu.debug.reset_metrics()
 
 
 @pytest.mark.parametrize("right", [False, True])

@@ -7,6 +7,7 @@
 #include <ATen/native/BucketizationUtils.h>
 #include <torch/library.h>
 
+#include "aten/fallback.h"
 #include "aten/tensor_ir.h"
 #include "ops/sort.h"
 
@@ -182,27 +183,50 @@ std::tuple<at::Tensor&, at::Tensor&> nanmedian_dim_values(const at::Tensor& self
   return {values, indices};
 }
 
-// mode: the most frequent value of each slice (ops::mode_rows replays the
-// CPU's sort, so ties and NaN pick the CPU's value and index).
-std::tuple<at::Tensor, at::Tensor> mode(const at::Tensor& self, int64_t dim, bool keepdim) {
-  TPU_COUNT("aten::mode");
+// mode: the most frequent value of each slice. Up to 16 elements
+// ops::mode_rows replays the CPU's insertion sort (value and index exact,
+// ties and NaN included); longer slices go to the CPU, whose introsort
+// decides which of equal elements (and, with NaN, which value) it reports.
+std::tuple<at::Tensor, at::Tensor> mode_impl(const at::Tensor& self, int64_t dim, bool keepdim, const Pair& o) {
+  const char* op = o.vo ? "aten::mode.values" : "aten::mode";
+  check_pair_outs(op, self, o);
   const int64_t d = at::maybe_wrap_dim(dim, self.dim());
   if (self.dim() > 0 && self.size(d) == 0)
     TORCH_CHECK_INDEX(false, "mode(): Expected reduction dim ", d, " to have non-zero size.");
   const std::vector<int64_t> shape = reduced_shape(self, d, keepdim);
-  if (self.numel() == 0) return empty_pair(self, shape, {});
-  Kernel k("aten::mode", self);
+  if (self.numel() == 0) return empty_pair(self, shape, o);
+  const int64_t n = self.dim() > 0 ? self.size(d) : 1;
+  if (n > 16) {
+    TORCH_CHECK_NOT_IMPLEMENTED(!fallback_error(), "The operator '", op, "' has no tpu lowering for slices of more "
+                                "than 16 elements and CPU fallback is disabled (TORCHTPU_CPU_FALLBACK=error).");
+    eager::metrics().count_fallback(op);
+    auto [v, i] = at::mode(self.cpu(), d, keepdim);
+    if (!o.vo) return {v.to(self.device()), i.to(self.device())};
+    o.vo->resize_(v.sizes()).copy_(v);
+    o.io->resize_(i.sizes()).copy_(i);
+    return {*o.vo, *o.io};
+  }
+  Kernel k(op, self);
   Builder& b = k.b();
   Value x = k.in(self);
-  if (self.dim() == 0) return emit(k, self, x, b.constant(DType::kS64, 0), {});
+  if (self.dim() == 0) return emit(k, self, x, b.constant(DType::kS64, 0), o);
   std::vector<int64_t> perm;
   for (int64_t i = 0; i < self.dim(); ++i)
     if (i != d) perm.push_back(i);
   perm.push_back(d);
-  const int64_t n = self.size(d);
   Value rows = b.reshape(b.transpose(x, perm), {self.numel() / n, n});
   auto [v, i] = ops::mode_rows(b, rows);
-  return emit(k, self, b.reshape(v, to_dims(shape)), b.reshape(i, to_dims(shape)), {});
+  return emit(k, self, b.reshape(v, to_dims(shape)), b.reshape(i, to_dims(shape)), o);
+}
+std::tuple<at::Tensor, at::Tensor> mode(const at::Tensor& self, int64_t dim, bool keepdim) {
+  TPU_COUNT("aten::mode");
+  return mode_impl(self, dim, keepdim, {});
+}
+std::tuple<at::Tensor&, at::Tensor&> mode_values(const at::Tensor& self, int64_t dim, bool keepdim,
+                                                 at::Tensor& values, at::Tensor& indices) {
+  TPU_COUNT("aten::mode.values");
+  mode_impl(self, dim, keepdim, {&values, &indices});
+  return {values, indices};
 }
 
 // median() / nanmedian() of all elements: the value only (NaN when empty).
@@ -540,6 +564,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("median", TORCH_FN(median_all));
   m.impl("median.dim_values", TORCH_FN(median_dim_values));
   m.impl("mode", TORCH_FN(mode));
+  m.impl("mode.values", TORCH_FN(mode_values));
   m.impl("nanmedian", TORCH_FN(nanmedian_all));
   m.impl("nanmedian.dim_values", TORCH_FN(nanmedian_dim_values));
   m.impl("searchsorted.Scalar", TORCH_FN(searchsorted_scalar));

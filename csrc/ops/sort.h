@@ -29,11 +29,11 @@ std::pair<Value, Value> cumulative_extreme(Builder& b, Value x, int64_t dim, boo
 // PyTorch's _log_add_exp_helper (NaN propagates, equal infinities stay).
 Value logcumsumexp(Builder& b, Value x, int64_t dim);
 
-// The most frequent value of each row of `x` ([R, n]) and its index, as
-// PyTorch's CPU kernel: the row sorted by `<` (for n <= 16 its insertion
-// sort is replayed step by step, so NaN lands where the CPU puts it; longer
-// rows use the stable order, NaN last), runs of equal values counted (NaN
-// never equals), the first longest run taken, with its last element's index.
+// The most frequent value of each row of `x` ([R, n], n <= 16) and its
+// index, as PyTorch's CPU kernel: the row sorted by `<` with libstdc++'s
+// insertion sort (replayed step by step, so ties and NaN land where the CPU
+// puts them), runs of equal values counted (NaN never equals), the first
+// longest run taken, with its last element's index.
 std::pair<Value, Value> mode_rows(Builder& b, Value x);
 
 // For each value of `v` ([R, M]), the result of PyTorch's CPU binary search
