@@ -51,7 +51,10 @@ struct Attr {
 
 // The scalar computation in a reduce / scatter / reduce_window region.
 // kReplace returns the second argument (a scatter that overwrites).
-enum class Body : uint8_t { kNone, kAdd, kMul, kMax, kMin, kAnd, kOr, kReplace };
+// kSortAsc / kSortDesc are stablehlo.sort comparators on the first operand
+// with PyTorch's order: NaN above everything ascending and first descending,
+// -0.0 equal to 0.0 (ties keep their order when the sort is stable).
+enum class Body : uint8_t { kNone, kAdd, kMul, kMax, kMin, kAnd, kOr, kReplace, kSortAsc, kSortDesc };
 
 struct Node {
   const char* op;  // StableHLO op name; kParameter for graph inputs

@@ -121,7 +121,50 @@ class Printer {
     return s;
   }
 
+  // A sort comparator: block arguments (lhs_i, rhs_i) per operand; only the
+  // first operand's pair is compared.
+  void print_sort_body(int id, const Node& n) {
+    const std::string p = "%b" + std::to_string(id) + "_";
+    os_ << " ({\n    ^bb0(";
+    for (size_t i = 0; i < 2 * n.operands.size(); ++i) {
+      if (i) os_ << ", ";
+      os_ << p << i << ": tensor<" << mlir_name(g_.type(n.operands[i / 2]).dtype) << ">";
+    }
+    os_ << "):\n";
+    const DType dt = g_.type(n.operands[0]).dtype;
+    const std::string t = std::string("tensor<") + mlir_name(dt) + ">";
+    const char* ctype = is_float(dt) ? "FLOAT" : is_signed_int(dt) ? "SIGNED" : "UNSIGNED";
+    const bool asc = n.body == Body::kSortAsc;
+    int tmp = 0;
+    auto cmp = [&](const std::string& a, const std::string& b, const char* dir) {
+      std::string r = "%c" + std::to_string(id) + "_" + std::to_string(tmp++);
+      os_ << "      " << r << " = \"stablehlo.compare\"(" << a << ", " << b
+          << ") {comparison_direction = #stablehlo<comparison_direction " << dir
+          << ">, compare_type = #stablehlo<comparison_type " << ctype << ">} : (" << t << ", " << t
+          << ") -> tensor<i1>\n";
+      return r;
+    };
+    auto logic = [&](const char* op, const std::string& a, const std::string& b) {
+      std::string r = "%c" + std::to_string(id) + "_" + std::to_string(tmp++);
+      os_ << "      " << r << " = \"" << op << "\"(" << a << ", " << b
+          << ") : (tensor<i1>, tensor<i1>) -> tensor<i1>\n";
+      return r;
+    };
+    const std::string l = p + "0", r = p + "1";
+    std::string res = cmp(l, r, asc ? "LT" : "GT");
+    if (is_float(dt)) {
+      // Ascending: l < r, or r is NaN and l is not; descending: l > r, or l
+      // is NaN and r is not.
+      const std::string& nan_side = asc ? r : l;
+      const std::string& num_side = asc ? l : r;
+      std::string nan_ok = logic("stablehlo.and", cmp(nan_side, nan_side, "NE"), cmp(num_side, num_side, "EQ"));
+      res = logic("stablehlo.or", res, nan_ok);
+    }
+    os_ << "      \"stablehlo.return\"(" << res << ") : (tensor<i1>) -> ()\n    })";
+  }
+
   void print_body(int id, const Node& n) {
+    if (n.body == Body::kSortAsc || n.body == Body::kSortDesc) return print_sort_body(id, n);
     // One scalar block argument pair per reduced operand.
     size_t k = n.op == std::string("stablehlo.scatter") ? 1 : n.operands.size() / 2;
     os_ << " ({\n    ^bb0(";
@@ -142,7 +185,7 @@ class Printer {
       case Body::kMin: op = "stablehlo.minimum"; break;
       case Body::kAnd: op = "stablehlo.and"; break;
       case Body::kOr: op = "stablehlo.or"; break;
-      case Body::kReplace: case Body::kNone: break;
+      case Body::kReplace: case Body::kNone: case Body::kSortAsc: case Body::kSortDesc: break;
     }
     std::vector<std::string> results;
     std::string rtypes;

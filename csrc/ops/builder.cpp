@@ -358,4 +358,18 @@ Value Builder::scatter(Value a, Value indices, Value updates, const std::vector<
                 body);
 }
 
+std::vector<Value> Builder::sort(const std::vector<Value>& operands, int64_t dim, bool descending, bool stable) {
+  if (operands.empty()) throw LoweringError("sort: no operands");
+  check_dims("sort", {dim}, rank(operands[0]));
+  std::vector<Type> results;
+  for (Value v : operands) {
+    if (dims(v) != dims(operands[0]))
+      throw LoweringError("sort: operand shapes differ " + shape_str(dims(operands[0])) + " vs " + shape_str(dims(v)));
+    results.push_back(type(v));
+  }
+  return g_.add_multi("stablehlo.sort", operands, std::move(results),
+                      {Attr::i64("dimension", dim), Attr::text("is_stable", stable ? "true" : "false")},
+                      descending ? Body::kSortDesc : Body::kSortAsc);
+}
+
 }  // namespace torchtpu::ops

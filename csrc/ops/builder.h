@@ -105,6 +105,11 @@ class Builder {
   static double lowest(DType t);
   static double highest(DType t);
 
+  // stablehlo.sort of same-shape `operands` along `dim`, ordered by the first
+  // (ir::Body::kSortAsc / kSortDesc: PyTorch's NaN order); all are permuted
+  // alike, e.g. keys with an iota of indices. `stable` keeps ties in order.
+  std::vector<Value> sort(const std::vector<Value>& operands, int64_t dim, bool descending, bool stable);
+
  private:
   ir::Graph& g_;
 };

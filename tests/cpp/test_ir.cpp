@@ -77,6 +77,31 @@ TEST(Printer, ReduceHasRegion) {
       << text;
 }
 
+TEST(Printer, SortComparatorOrdersNaNAndCarriesOperands) {
+  Graph g;
+  ops::Builder b(g);
+  auto x = g.parameter(Type{DType::kF32, {2, 3}});
+  auto idx = b.iota(DType::kS64, {2, 3}, 1);
+  g.outputs = b.sort({x, idx}, 1, /*descending=*/false, /*stable=*/true);
+  std::string text = ir::print_stablehlo(g);
+  EXPECT_NE(text.find("%2:2 = \"stablehlo.sort\"(%arg0, %1) ({"), std::string::npos) << text;
+  EXPECT_NE(text.find("^bb0(%b2_0: tensor<f32>, %b2_1: tensor<f32>, %b2_2: tensor<i64>, %b2_3: tensor<i64>):"),
+            std::string::npos)
+      << text;
+  // Ascending: l < r, or r is NaN and l is not.
+  EXPECT_NE(text.find("\"stablehlo.compare\"(%b2_0, %b2_1) {comparison_direction = #stablehlo<comparison_direction "
+                      "LT>, compare_type = #stablehlo<comparison_type FLOAT>}"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\"stablehlo.compare\"(%b2_1, %b2_1) {comparison_direction = #stablehlo<comparison_direction NE>"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("{dimension = 1 : i64, is_stable = true} : (tensor<2x3xf32>, tensor<2x3xi64>) -> "
+                      "(tensor<2x3xf32>, tensor<2x3xi64>)"),
+            std::string::npos)
+      << text;
+}
+
 TEST(GraphKey, StructuralAndStable) {
   ir::GraphKey salt{1, 2};
   EXPECT_EQ(ir::graph_key(add_graph({2, 3}), salt), ir::graph_key(add_graph({2, 3}), salt));
@@ -95,6 +120,18 @@ TEST(GraphKey, AttributesAndOpsMatter) {
   EXPECT_EQ(make({1, 0, 2}, "stablehlo.exponential"), make({1, 0, 2}, "stablehlo.exponential"));
   EXPECT_FALSE(make({1, 0, 2}, "stablehlo.exponential") == make({0, 2, 1}, "stablehlo.exponential"));
   EXPECT_FALSE(make({1, 0, 2}, "stablehlo.exponential") == make({1, 0, 2}, "stablehlo.log"));
+}
+
+TEST(GraphKey, SortDirectionMatters) {
+  auto make = [](bool descending) {
+    Graph g;
+    ops::Builder b(g);
+    auto x = g.parameter(Type{DType::kF32, {4}});
+    g.outputs = {b.sort({x}, 0, descending, true)[0]};
+    return ir::graph_key(g, {});
+  };
+  EXPECT_EQ(make(true), make(true));
+  EXPECT_FALSE(make(true) == make(false));
 }
 
 TEST(GraphKey, DonationAndOutputsMatter) {
@@ -160,6 +197,19 @@ TEST_F(Golden, OverlappingViewGathers) {
   auto flat = g.parameter(Type{DType::kF32, {4}});
   g.outputs = {ops::read_view(b, flat, ops::ViewMeta{{3, 2}, {1, 1}, 0})};
   EXPECT_EQ(run(g, {{7, 8, 9, 10}}), (std::vector<float>{7, 8, 8, 9, 9, 10}));
+}
+
+TEST_F(Golden, SortPutsNaNLastAscendingAndFirstDescending) {
+  auto sorted = [&](bool descending) {
+    Graph g;
+    ops::Builder b(g);
+    auto x = g.parameter(Type{DType::kF32, {5}});
+    g.outputs = {b.sort({x, b.iota(DType::kF32, {5}, 0)}, 0, descending, true)[1]};
+    return run(g, {{2, NAN, -0.0f, 0, -INFINITY}});
+  };
+  // Indices: -0.0 and 0.0 are equal and keep their order.
+  EXPECT_EQ(sorted(false), (std::vector<float>{4, 2, 3, 0, 1}));
+  EXPECT_EQ(sorted(true), (std::vector<float>{1, 0, 2, 3, 4}));
 }
 
 TEST_F(Golden, ErfParses) {

@@ -1,0 +1,580 @@
+// Sorting and order statistics: sort, topk, kthvalue, median and nanmedian,
+// mode, the cummax/cummin helpers, logcumsumexp, searchsorted/bucketize,
+// isin and histc. Among equal values, index outputs follow the stable order
+// (the CPU's unstable sorts may name another of the equals); median's NaN
+// and mode's choice are the CPU's.
+#include <ATen/WrapDimUtils.h>
+#include <ATen/native/BucketizationUtils.h>
+#include <torch/library.h>
+
+#include "aten/fallback.h"
+#include "aten/tensor_ir.h"
+#include "ops/sort.h"
+
+namespace torchtpu::aten {
+namespace {
+
+using ops::Cmp;
+
+// Outputs of a (values, indices) op: written into `vo`/`io` (resized) when
+// given, else new tensors.
+struct Pair {
+  at::Tensor* vo = nullptr;
+  at::Tensor* io = nullptr;
+};
+
+void check_pair_outs(const char* op, const at::Tensor& self, const Pair& o) {
+  if (!o.vo) return;
+  check_same_device(op, self.device(), {o.vo, o.io});
+  TORCH_CHECK(o.vo->scalar_type() == self.scalar_type(), "Expected out tensor to have dtype ", self.scalar_type(),
+              ", but got ", o.vo->scalar_type(), " instead");
+  TORCH_CHECK(o.io->scalar_type() == at::kLong, "Expected out tensor to have dtype long int, but got ",
+              o.io->scalar_type(), " instead");
+}
+
+std::tuple<at::Tensor, at::Tensor> emit(Kernel& k, const at::Tensor& self, Value v, Value i, const Pair& o) {
+  at::Tensor vt = k.result(v, self.scalar_type(), o.vo);
+  at::Tensor it = k.result(i, at::kLong, o.io);
+  k.run();
+  return {vt, it};
+}
+
+// Results of `shape` with no elements: nothing to compute.
+std::tuple<at::Tensor, at::Tensor> empty_pair(const at::Tensor& self, at::IntArrayRef shape, const Pair& o) {
+  if (o.vo) {
+    o.vo->resize_(shape);
+    o.io->resize_(shape);
+    return {*o.vo, *o.io};
+  }
+  return {empty_device(shape, self.scalar_type(), self.device().index()),
+          empty_device(shape, at::kLong, self.device().index())};
+}
+
+std::vector<int64_t> reduced_shape(const at::Tensor& self, int64_t dim, bool keepdim) {
+  std::vector<int64_t> s = self.sizes().vec();
+  if (self.dim() == 0) return s;
+  if (keepdim)
+    s[dim] = 1;
+  else
+    s.erase(s.begin() + dim);
+  return s;
+}
+
+// ---- sort, topk ----------------------------------------------------------------
+
+std::tuple<at::Tensor, at::Tensor> sort_impl(const char* op, const at::Tensor& self, int64_t dim, bool descending,
+                                             const Pair& o) {
+  check_pair_outs(op, self, o);
+  const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  if (self.numel() == 0) return empty_pair(self, self.sizes(), o);
+  Kernel k(op, self);
+  Builder& b = k.b();
+  Value x = k.in(self);
+  if (self.dim() == 0 || self.size(d) == 1)
+    return emit(k, self, x, b.constant(DType::kS64, 0, to_dims(self.sizes())), o);
+  auto [v, i] = ops::sort_with_indices(b, x, d, descending);
+  return emit(k, self, v, i, o);
+}
+
+std::tuple<at::Tensor, at::Tensor> sort_stable(const at::Tensor& self, std::optional<bool> stable, int64_t dim,
+                                               bool descending) {
+  TPU_COUNT("aten::sort.stable");
+  return sort_impl("aten::sort.stable", self, dim, descending, {});
+}
+std::tuple<at::Tensor&, at::Tensor&> sort_values_stable(const at::Tensor& self, std::optional<bool> stable,
+                                                        int64_t dim, bool descending, at::Tensor& values,
+                                                        at::Tensor& indices) {
+  TPU_COUNT("aten::sort.values_stable");
+  sort_impl("aten::sort.values_stable", self, dim, descending, {&values, &indices});
+  return {values, indices};
+}
+
+std::tuple<at::Tensor, at::Tensor> topk_impl(const at::Tensor& self, int64_t k_, int64_t dim, bool largest,
+                                             const Pair& o) {
+  const char* op = o.vo ? "aten::topk.values" : "aten::topk";
+  check_pair_outs(op, self, o);
+  const int64_t d = at::maybe_wrap_dim(dim, self.dim(), /*wrap_scalar=*/true);
+  TORCH_CHECK(k_ >= 0 && k_ <= (self.dim() > 0 ? self.size(d) : 1), "selected index k out of range");
+  std::vector<int64_t> shape = self.sizes().vec();
+  if (!shape.empty()) shape[d] = k_;
+  if (c10::multiply_integers(shape) == 0) return empty_pair(self, shape, o);
+  Kernel k(op, self);
+  Builder& b = k.b();
+  Value x = k.in(self);
+  if (self.dim() == 0) return emit(k, self, x, b.constant(DType::kS64, 0), o);
+  auto [v, i] = ops::sort_with_indices(b, x, d, largest);
+  return emit(k, self, b.slice_dim(v, d, 0, k_), b.slice_dim(i, d, 0, k_), o);
+}
+std::tuple<at::Tensor, at::Tensor> topk(const at::Tensor& self, c10::SymInt k, int64_t dim, bool largest,
+                                        bool sorted) {
+  TPU_COUNT("aten::topk");
+  return topk_impl(self, k.guard_int(__FILE__, __LINE__), dim, largest, {});
+}
+std::tuple<at::Tensor&, at::Tensor&> topk_values(const at::Tensor& self, c10::SymInt k, int64_t dim, bool largest,
+                                                 bool sorted, at::Tensor& values, at::Tensor& indices) {
+  TPU_COUNT("aten::topk.values");
+  topk_impl(self, k.guard_int(__FILE__, __LINE__), dim, largest, {&values, &indices});
+  return {values, indices};
+}
+
+// ---- kthvalue, median, nanmedian ---------------------------------------------------
+
+enum class Select { kKth, kMedian, kNanMedian };
+
+// The element at a position of the ascending stable order of each slice
+// (NaN last): the k-th; the middle one, or the first NaN when there is one
+// (median); the middle one of the non-NaN values (nanmedian).
+std::tuple<at::Tensor, at::Tensor> select_impl(const char* op, const char* name, Select what, const at::Tensor& self,
+                                               int64_t kth, int64_t dim, bool keepdim, const Pair& o) {
+  check_pair_outs(op, self, o);
+  const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  const int64_t n = self.dim() > 0 ? self.size(d) : 1;
+  if (self.dim() > 0 && self.size(d) == 0)
+    TORCH_CHECK_INDEX(false, name, "(): Expected reduction dim ", d, " to have non-zero size.");
+  if (what == Select::kKth)
+    TORCH_CHECK(kth >= 1 && kth <= n, "kthvalue(): selected number k out of range for dimension ", dim);
+  const std::vector<int64_t> shape = reduced_shape(self, d, keepdim);
+  if (self.numel() == 0) return empty_pair(self, shape, o);
+  Kernel k(op, self);
+  Builder& b = k.b();
+  Value x = k.in(self);
+  if (self.dim() == 0) return emit(k, self, x, b.constant(DType::kS64, 0), o);
+  auto [v, i] = ops::sort_with_indices(b, x, d, /*descending=*/false);
+  const ir::Dims rd = to_dims(reduced_shape(self, d, false));
+  auto c = [&](double val) { return b.constant(DType::kS64, val, rd); };
+  Value pos;
+  if (what == Select::kKth) {
+    pos = c(static_cast<double>(kth - 1));
+  } else {
+    Value nans = ops::nan_count(b, x, d);
+    if (what == Select::kMedian) {
+      Value any = b.compare(nans, c(0), Cmp::kGT);
+      pos = b.select(any, b.sub(c(static_cast<double>(n)), nans), c(static_cast<double>((n - 1) / 2)));
+    } else {
+      Value m = b.sub(c(static_cast<double>(n - 1)), nans);
+      pos = b.div(b.max(m, c(0)), c(2));
+    }
+  }
+  Value rv = ops::take_at(b, v, pos, d), ri = ops::take_at(b, i, pos, d);
+  if (keepdim) {
+    rv = b.reshape(rv, to_dims(shape));
+    ri = b.reshape(ri, to_dims(shape));
+  }
+  return emit(k, self, rv, ri, o);
+}
+
+std::tuple<at::Tensor&, at::Tensor&> kthvalue_values(const at::Tensor& self, int64_t kth, int64_t dim, bool keepdim,
+                                                     at::Tensor& values, at::Tensor& indices) {
+  TPU_COUNT("aten::kthvalue.values");
+  select_impl("aten::kthvalue.values", "kthvalue", Select::kKth, self, kth, dim, keepdim, {&values, &indices});
+  return {values, indices};
+}
+std::tuple<at::Tensor&, at::Tensor&> median_dim_values(const at::Tensor& self, int64_t dim, bool keepdim,
+                                                       at::Tensor& values, at::Tensor& indices) {
+  TPU_COUNT("aten::median.dim_values");
+  select_impl("aten::median.dim_values", "median", Select::kMedian, self, 0, dim, keepdim, {&values, &indices});
+  return {values, indices};
+}
+std::tuple<at::Tensor&, at::Tensor&> nanmedian_dim_values(const at::Tensor& self, int64_t dim, bool keepdim,
+                                                          at::Tensor& values, at::Tensor& indices) {
+  TPU_COUNT("aten::nanmedian.dim_values");
+  select_impl("aten::nanmedian.dim_values", "nanmedian", Select::kNanMedian, self, 0, dim, keepdim,
+              {&values, &indices});
+  return {values, indices};
+}
+
+// mode: the most frequent value of each slice. Up to 16 elements
+// ops::mode_rows replays the CPU's insertion sort (value and index exact,
+// ties and NaN included); longer slices go to the CPU, whose introsort
+// decides which of equal elements (and, with NaN, which value) it reports.
+std::tuple<at::Tensor, at::Tensor> mode_impl(const at::Tensor& self, int64_t dim, bool keepdim, const Pair& o) {
+  const char* op = o.vo ? "aten::mode.values" : "aten::mode";
+  check_pair_outs(op, self, o);
+  const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  if (self.dim() > 0 && self.size(d) == 0)
+    TORCH_CHECK_INDEX(false, "mode(): Expected reduction dim ", d, " to have non-zero size.");
+  const std::vector<int64_t> shape = reduced_shape(self, d, keepdim);
+  if (self.numel() == 0) return empty_pair(self, shape, o);
+  const int64_t n = self.dim() > 0 ? self.size(d) : 1;
+  if (n > 16) {
+    TORCH_CHECK_NOT_IMPLEMENTED(!fallback_error(), "The operator '", op, "' has no tpu lowering for slices of more "
+                                "than 16 elements and CPU fallback is disabled (TORCHTPU_CPU_FALLBACK=error).");
+    eager::metrics().count_fallback(op);
+    auto [v, i] = at::mode(self.cpu(), d, keepdim);
+    if (!o.vo) return {v.to(self.device()), i.to(self.device())};
+    o.vo->resize_(v.sizes()).copy_(v);
+    o.io->resize_(i.sizes()).copy_(i);
+    return {*o.vo, *o.io};
+  }
+  Kernel k(op, self);
+  Builder& b = k.b();
+  Value x = k.in(self);
+  if (self.dim() == 0) return emit(k, self, x, b.constant(DType::kS64, 0), o);
+  std::vector<int64_t> perm;
+  for (int64_t i = 0; i < self.dim(); ++i)
+    if (i != d) perm.push_back(i);
+  perm.push_back(d);
+  Value rows = b.reshape(b.transpose(x, perm), {self.numel() / n, n});
+  auto [v, i] = ops::mode_rows(b, rows);
+  return emit(k, self, b.reshape(v, to_dims(shape)), b.reshape(i, to_dims(shape)), o);
+}
+std::tuple<at::Tensor, at::Tensor> mode(const at::Tensor& self, int64_t dim, bool keepdim) {
+  TPU_COUNT("aten::mode");
+  return mode_impl(self, dim, keepdim, {});
+}
+std::tuple<at::Tensor&, at::Tensor&> mode_values(const at::Tensor& self, int64_t dim, bool keepdim,
+                                                 at::Tensor& values, at::Tensor& indices) {
+  TPU_COUNT("aten::mode.values");
+  mode_impl(self, dim, keepdim, {&values, &indices});
+  return {values, indices};
+}
+
+// median() / nanmedian() of all elements: the value only (NaN when empty).
+at::Tensor median_all_impl(const char* op, bool ignore_nan, const at::Tensor& self) {
+  if (self.numel() == 0) {
+    TORCH_CHECK(at::isFloatingType(self.scalar_type()), op, ": empty input of dtype ", self.scalar_type(),
+                " has no median");
+    Kernel k(op, self);
+    at::Tensor out = k.out(k.b().constant(to_ir(self.scalar_type()), std::nan("")), self.scalar_type());
+    k.run();
+    return out;
+  }
+  at::Tensor flat = self.reshape({-1});
+  auto [v, i] = select_impl(op, ignore_nan ? "nanmedian" : "median", ignore_nan ? Select::kNanMedian : Select::kMedian,
+                            flat, 0, 0, false, {});
+  return v;
+}
+at::Tensor median_all(const at::Tensor& self) {
+  TPU_COUNT("aten::median");
+  return median_all_impl("aten::median", false, self);
+}
+at::Tensor nanmedian_all(const at::Tensor& self) {
+  TPU_COUNT("aten::nanmedian");
+  return median_all_impl("aten::nanmedian", true, self);
+}
+
+// ---- cummax / cummin, logcumsumexp ----------------------------------------------------
+
+// Called by cummax/cummin for rank >= 1, non-empty inputs, with outputs of
+// self's shape already allocated.
+void cum_extreme_helper(const char* op, bool is_max, const at::Tensor& self, at::Tensor& values,
+                        at::Tensor& indices, int64_t dim) {
+  const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  Kernel k(op, self);
+  auto [v, i] = ops::cumulative_extreme(k.b(), k.in(self), d, is_max);
+  k.into_resized(values, v);
+  k.into_resized(indices, i);
+  k.run();
+}
+void cummax_helper(const at::Tensor& self, at::Tensor& values, at::Tensor& indices, int64_t dim) {
+  TPU_COUNT("aten::_cummax_helper");
+  cum_extreme_helper("aten::_cummax_helper", true, self, values, indices, dim);
+}
+void cummin_helper(const at::Tensor& self, at::Tensor& values, at::Tensor& indices, int64_t dim) {
+  TPU_COUNT("aten::_cummin_helper");
+  cum_extreme_helper("aten::_cummin_helper", false, self, values, indices, dim);
+}
+
+// 16-bit floats scan in float32 and round each output once, as the CPU's
+// accumulate type does.
+at::Tensor logcumsumexp_impl(const at::Tensor& self, int64_t dim, const at::Tensor* out) {
+  const char* op = out ? "aten::_logcumsumexp.out" : "aten::_logcumsumexp";
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()), "\"logcumsumexp_out_cpu\" not implemented for '",
+              at::toString(self.scalar_type()), "'");
+  if (out) check_same_device(op, self.device(), {out});
+  const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  Kernel k(op, self);
+  const at::ScalarType ct = at::isReducedFloatingType(self.scalar_type()) ? at::kFloat : self.scalar_type();
+  Value x = k.in(self, ct);
+  if (self.dim() > 0 && self.numel() > 0) x = ops::logcumsumexp(k.b(), x, d);
+  at::Tensor r = k.result(x, self.scalar_type(), out);
+  k.run();
+  return r;
+}
+at::Tensor logcumsumexp(const at::Tensor& self, int64_t dim) {
+  TPU_COUNT("aten::_logcumsumexp");
+  return logcumsumexp_impl(self, dim, nullptr);
+}
+at::Tensor& logcumsumexp_out(const at::Tensor& self, int64_t dim, at::Tensor& out) {
+  TPU_COUNT("aten::_logcumsumexp.out");
+  logcumsumexp_impl(self, dim, &out);
+  return out;
+}
+
+// ---- searchsorted, bucketize, isin ------------------------------------------------------
+
+// PyTorch's checks (searchsorted_pre_check; the sorter's range is a
+// device-side check), the common dtype of boundaries and values, then the
+// CPU's binary search row by row.
+at::Tensor search_impl(const char* op, const at::Tensor& boundaries, const at::Tensor& input, bool out_int32,
+                       bool right, std::optional<c10::string_view> side, const std::optional<at::Tensor>& sorter_opt,
+                       at::Tensor* out) {
+  const at::Tensor sorter = sorter_opt ? *sorter_opt : at::Tensor();
+  const at::ScalarType rt = out_int32 ? at::kInt : at::kLong;
+  at::Tensor result = out ? *out : empty_device({0}, rt, boundaries.device().index());
+  check_same_device(op, boundaries.device(), {&input, out, sorter.defined() ? &sorter : nullptr});
+  if (sorter.defined()) {
+    TORCH_CHECK(sorter.sizes() == boundaries.sizes(), "torch.searchsorted(): boundary and sorter must have the same "
+                "size, but got boundary tensor ", boundaries.sizes(), "and got sorter tensor ", sorter.sizes());
+    TORCH_CHECK(sorter.scalar_type() == at::kLong, "torch.searchsorted(): sorter must be a tensor of long dtype but "
+                "got dtype ", sorter.scalar_type());
+  }
+  at::native::searchsorted_pre_check(boundaries, input, result, out_int32, right,
+                                     side ? std::optional<std::string_view>(*side) : std::nullopt, at::Tensor());
+  const bool is_right = side ? *side == "right" : right;
+  if (input.numel() == 0) {
+    result.resize_(input.sizes());
+    return result;
+  }
+  const at::ScalarType ct = at::result_type(boundaries, input);
+  const int64_t n = boundaries.size(-1);
+  const int64_t rows = boundaries.dim() == 1 ? 1 : boundaries.numel() / std::max<int64_t>(n, 1);
+  Kernel k(op, boundaries);
+  Builder& b = k.b();
+  Value bnd = b.reshape(k.in(boundaries, ct), {rows, n});
+  Value v = b.reshape(k.in(input, ct), {rows, input.numel() / rows});
+  Value srt;
+  if (sorter.defined() && n > 0) {
+    srt = b.reshape(k.in(sorter), {rows, n});
+    check_index(k, srt, n, false, Kernel::CheckKind::kRuntime, "torch.searchsorted(): sorter index out of range");
+  }
+  Value r = b.reshape(ops::search_sorted(b, bnd, srt, v, is_right), to_dims(input.sizes()));
+  if (out) {
+    k.into_resized(*out, r);
+  } else {
+    result = k.out(r, rt);
+  }
+  k.run();
+  return result;
+}
+at::Tensor searchsorted_tensor(const at::Tensor& boundaries, const at::Tensor& self, bool out_int32, bool right,
+                               std::optional<c10::string_view> side, const std::optional<at::Tensor>& sorter) {
+  TPU_COUNT("aten::searchsorted.Tensor");
+  return search_impl("aten::searchsorted", boundaries, self, out_int32, right, side, sorter, nullptr);
+}
+at::Tensor& searchsorted_tensor_out(const at::Tensor& boundaries, const at::Tensor& self, bool out_int32, bool right,
+                                    std::optional<c10::string_view> side, const std::optional<at::Tensor>& sorter,
+                                    at::Tensor& out) {
+  TPU_COUNT("aten::searchsorted.Tensor_out");
+  search_impl("aten::searchsorted.out", boundaries, self, out_int32, right, side, sorter, &out);
+  return out;
+}
+at::Tensor searchsorted_scalar(const at::Tensor& boundaries, const at::Scalar& self, bool out_int32, bool right,
+                               std::optional<c10::string_view> side, const std::optional<at::Tensor>& sorter) {
+  TPU_COUNT("aten::searchsorted.Scalar");
+  return search_impl("aten::searchsorted", boundaries,
+                     at::native::searchsorted_scalar_tensor(self, boundaries.device()), out_int32, right, side,
+                     sorter, nullptr);
+}
+at::Tensor& searchsorted_scalar_out(const at::Tensor& boundaries, const at::Scalar& self, bool out_int32, bool right,
+                                    std::optional<c10::string_view> side, const std::optional<at::Tensor>& sorter,
+                                    at::Tensor& out) {
+  TPU_COUNT("aten::searchsorted.Scalar_out");
+  search_impl("aten::searchsorted.out", boundaries, at::native::searchsorted_scalar_tensor(self, boundaries.device()),
+              out_int32, right, side, sorter, &out);
+  return out;
+}
+void check_bucketize(const at::Tensor& boundaries) {
+  TORCH_CHECK(boundaries.dim() == 1, "boundaries tensor must be 1 dimension, but got dim(", boundaries.dim(), ")");
+}
+at::Tensor bucketize_tensor(const at::Tensor& self, const at::Tensor& boundaries, bool out_int32, bool right) {
+  TPU_COUNT("aten::bucketize.Tensor");
+  check_bucketize(boundaries);
+  return search_impl("aten::bucketize", boundaries, self, out_int32, right, std::nullopt, std::nullopt, nullptr);
+}
+at::Tensor& bucketize_tensor_out(const at::Tensor& self, const at::Tensor& boundaries, bool out_int32, bool right,
+                                 at::Tensor& out) {
+  TPU_COUNT("aten::bucketize.Tensor_out");
+  check_bucketize(boundaries);
+  search_impl("aten::bucketize.out", boundaries, self, out_int32, right, std::nullopt, std::nullopt, &out);
+  return out;
+}
+at::Tensor bucketize_scalar(const at::Scalar& self, const at::Tensor& boundaries, bool out_int32, bool right) {
+  TPU_COUNT("aten::bucketize.Scalar");
+  check_bucketize(boundaries);
+  return search_impl("aten::bucketize", boundaries, at::native::searchsorted_scalar_tensor(self, boundaries.device()),
+                     out_int32, right, std::nullopt, std::nullopt, nullptr);
+}
+at::Tensor& bucketize_scalar_out(const at::Scalar& self, const at::Tensor& boundaries, bool out_int32, bool right,
+                                 at::Tensor& out) {
+  TPU_COUNT("aten::bucketize.Scalar_out");
+  check_bucketize(boundaries);
+  search_impl("aten::bucketize.out", boundaries, at::native::searchsorted_scalar_tensor(self, boundaries.device()),
+              out_int32, right, std::nullopt, std::nullopt, &out);
+  return out;
+}
+
+void check_isin_dtype(at::ScalarType t) {
+  TORCH_CHECK(t != at::kBool && !at::isComplexType(t), "Unsupported input type encountered for isin(): ", t);
+}
+
+// isin: each element compared (==, in the common dtype) with every test
+// element; NaN matches nothing, -0.0 matches 0.0.
+at::Tensor isin_impl(const at::Tensor& elements, const at::Tensor& test, bool invert, at::Tensor* out) {
+  const char* op = out ? "aten::isin.out" : "aten::isin";
+  check_isin_dtype(elements.scalar_type());
+  check_isin_dtype(test.scalar_type());
+  check_same_device(op, elements.device(), {&test, out});
+  if (out)
+    TORCH_CHECK(out->scalar_type() == at::kBool, op, ": expected a bool out tensor, got ", out->scalar_type());
+  const at::ScalarType ct = at::result_type(elements, test);
+  Kernel k(op, elements.device().is_privateuseone() ? elements : test);
+  Builder& b = k.b();
+  const int64_t e = elements.numel(), t = test.numel();
+  Value r;
+  if (t == 0 || e == 0) {
+    r = b.constant(DType::kBool, 0, to_dims(elements.sizes()));
+  } else {
+    Value ev = b.broadcast_in_dim(b.reshape(k.in(elements, ct), {e}), {e, t}, {0});
+    Value tv = b.broadcast_in_dim(b.reshape(k.in(test, ct), {t}), {e, t}, {1});
+    r = b.reshape(b.reduce_max(b.compare(ev, tv, Cmp::kEQ), {1}), to_dims(elements.sizes()));
+  }
+  if (invert) r = b.unary("stablehlo.not", r);
+  at::Tensor result = k.result(r, at::kBool, out);
+  k.run();
+  return result;
+}
+at::Tensor isin_tt(const at::Tensor& elements, const at::Tensor& test, bool assume_unique, bool invert) {
+  TPU_COUNT("aten::isin.Tensor_Tensor");
+  return isin_impl(elements, test, invert, nullptr);
+}
+at::Tensor& isin_tt_out(const at::Tensor& elements, const at::Tensor& test, bool assume_unique, bool invert,
+                        at::Tensor& out) {
+  TPU_COUNT("aten::isin.Tensor_Tensor_out");
+  isin_impl(elements, test, invert, &out);
+  return out;
+}
+at::Tensor isin_ts(const at::Tensor& elements, const at::Scalar& test, bool assume_unique, bool invert) {
+  TPU_COUNT("aten::isin.Tensor_Scalar");
+  return isin_impl(elements, at::native::searchsorted_scalar_tensor(test, elements.device()), invert, nullptr);
+}
+at::Tensor& isin_ts_out(const at::Tensor& elements, const at::Scalar& test, bool assume_unique, bool invert,
+                        at::Tensor& out) {
+  TPU_COUNT("aten::isin.Tensor_Scalar_out");
+  isin_impl(elements, at::native::searchsorted_scalar_tensor(test, elements.device()), invert, &out);
+  return out;
+}
+at::Tensor isin_st(const at::Scalar& element, const at::Tensor& test, bool assume_unique, bool invert) {
+  TPU_COUNT("aten::isin.Scalar_Tensor");
+  return isin_impl(at::native::searchsorted_scalar_tensor(element, test.device()), test, invert, nullptr);
+}
+at::Tensor& isin_st_out(const at::Scalar& element, const at::Tensor& test, bool assume_unique, bool invert,
+                        at::Tensor& out) {
+  TPU_COUNT("aten::isin.Scalar_Tensor_out");
+  isin_impl(at::native::searchsorted_scalar_tensor(element, test.device()), test, invert, &out);
+  return out;
+}
+
+// ---- histc ----------------------------------------------------------------------------
+
+// histc as PyTorch's CPU kernel: edges min and max (rounded to the input's
+// dtype), or the data's extremes when they are equal (widened by 1 when
+// those are equal too); bin = trunc((x - lo) * bins / (hi - lo)) in the
+// input's dtype (16-bit floats round each step, as c10's arithmetic), the
+// top edge counted in the last bin, NaN and values outside skipped. Counts
+// accumulate in float32.
+at::Tensor histc_impl(const at::Tensor& self, int64_t bins, const at::Scalar& min, const at::Scalar& max,
+                      at::Tensor* out) {
+  const char* op = out ? "aten::histc.out" : "aten::histc";
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()), "\"histogram_cpu\" not implemented for '",
+                              at::toString(self.scalar_type()), "'");
+  TORCH_CHECK(bins > 0, "torch.histogram(): bins must be > 0, but got ", bins, " for dimension 0");
+  if (out) {
+    check_same_device(op, self.device(), {out});
+    TORCH_CHECK(out->scalar_type() == self.scalar_type(), "torch.histc: input tensor and hist tensor should have "
+                "the same dtype, but got input ", self.scalar_type(), " and hist ", out->scalar_type());
+  }
+  double lo = min.to<double>(), hi = max.to<double>();
+  const bool from_data = lo == hi && self.numel() > 0;
+  if (!from_data) {
+    if (lo == hi) {
+      lo -= 1;
+      hi += 1;
+    }
+    TORCH_CHECK(std::isfinite(lo) && std::isfinite(hi), "torch.histc: range of [", lo, ", ", hi, "] is not finite");
+    TORCH_CHECK(lo < hi, "torch.histc: max must be larger than min");
+  }
+  Kernel k(op, self);
+  Builder& b = k.b();
+  const at::ScalarType st = self.scalar_type();
+  const DType t = to_ir(st);
+  Value hist;
+  if (self.numel() == 0) {
+    hist = b.constant(t, 0, {bins});
+  } else {
+    const int64_t n = self.numel();
+    Value x = b.reshape(k.in(self), {n});
+    Value left, right;
+    if (from_data) {
+      left = b.reduce_min(x, {0});
+      right = b.reduce_max(x, {0});
+      Value same = b.compare(left, right, Cmp::kEQ);
+      left = b.select(same, b.sub(left, b.constant(t, 1)), left);
+      right = b.select(same, b.add(right, b.constant(t, 1)), right);
+      Value finite = b.logical_and(b.graph().add("stablehlo.is_finite", {left}, ir::Type{DType::kBool, {}}),
+                                   b.graph().add("stablehlo.is_finite", {right}, ir::Type{DType::kBool, {}}));
+      k.check(b.unary("stablehlo.not", finite), Kernel::CheckKind::kRuntime, "torch.histc: range of the input is not finite");
+    } else {
+      left = k.scalar(lo, st);
+      right = k.scalar(hi, st);
+    }
+    Value inside = b.logical_and(b.compare(x, left, Cmp::kGE), b.compare(x, right, Cmp::kLE));
+    Value scaled = b.div(b.mul(b.sub(x, left), b.constant(t, static_cast<double>(bins))), b.sub(right, left));
+    Value pos = b.convert(scaled, DType::kS64);
+    const Value zero = b.constant(DType::kS64, 0, {n});
+    pos = b.min(b.select(inside, pos, zero), b.constant(DType::kS64, static_cast<double>(bins - 1), {n}));
+    Value ones = b.select(inside, b.constant(DType::kF32, 1, {n}), b.constant(DType::kF32, 0, {n}));
+    hist = b.scatter(b.constant(DType::kF32, 0, {bins}), b.reshape(pos, {n, 1}), ones, {0}, {}, ir::Body::kAdd);
+  }
+  at::Tensor r = k.result(hist, st, out);
+  k.run();
+  return r;
+}
+at::Tensor histc(const at::Tensor& self, int64_t bins, const at::Scalar& min, const at::Scalar& max) {
+  TPU_COUNT("aten::histc");
+  return histc_impl(self, bins, min, max, nullptr);
+}
+at::Tensor& histc_out(const at::Tensor& self, int64_t bins, const at::Scalar& min, const at::Scalar& max,
+                      at::Tensor& out) {
+  TPU_COUNT("aten::histc.out");
+  histc_impl(self, bins, min, max, &out);
+  return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_cummax_helper", TORCH_FN(cummax_helper));
+  m.impl("_cummin_helper", TORCH_FN(cummin_helper));
+  m.impl("_logcumsumexp", TORCH_FN(logcumsumexp));
+  m.impl("_logcumsumexp.out", TORCH_FN(logcumsumexp_out));
+  m.impl("bucketize.Scalar", TORCH_FN(bucketize_scalar));
+  m.impl("bucketize.Scalar_out", TORCH_FN(bucketize_scalar_out));
+  m.impl("bucketize.Tensor", TORCH_FN(bucketize_tensor));
+  m.impl("bucketize.Tensor_out", TORCH_FN(bucketize_tensor_out));
+  m.impl("histc", TORCH_FN(histc));
+  m.impl("histc.out", TORCH_FN(histc_out));
+  m.impl("isin.Scalar_Tensor", TORCH_FN(isin_st));
+  m.impl("isin.Scalar_Tensor_out", TORCH_FN(isin_st_out));
+  m.impl("isin.Tensor_Scalar", TORCH_FN(isin_ts));
+  m.impl("isin.Tensor_Scalar_out", TORCH_FN(isin_ts_out));
+  m.impl("isin.Tensor_Tensor", TORCH_FN(isin_tt));
+  m.impl("isin.Tensor_Tensor_out", TORCH_FN(isin_tt_out));
+  m.impl("kthvalue.values", TORCH_FN(kthvalue_values));
+  m.impl("median", TORCH_FN(median_all));
+  m.impl("median.dim_values", TORCH_FN(median_dim_values));
+  m.impl("mode", TORCH_FN(mode));
+  m.impl("mode.values", TORCH_FN(mode_values));
+  m.impl("nanmedian", TORCH_FN(nanmedian_all));
+  m.impl("nanmedian.dim_values", TORCH_FN(nanmedian_dim_values));
+  m.impl("searchsorted.Scalar", TORCH_FN(searchsorted_scalar));
+  m.impl("searchsorted.Scalar_out", TORCH_FN(searchsorted_scalar_out));
+  m.impl("searchsorted.Tensor", TORCH_FN(searchsorted_tensor));
+  m.impl("searchsorted.Tensor_out", TORCH_FN(searchsorted_tensor_out));
+  m.impl("sort.stable", TORCH_FN(sort_stable));
+  m.impl("sort.values_stable", TORCH_FN(sort_values_stable));
+  m.impl("topk", TORCH_FN(topk));
+  m.impl("topk.values", TORCH_FN(topk_values));
+}
+
+}  // namespace torchtpu::aten
