@@ -93,6 +93,9 @@ def test_cholesky_info_and_errors():
     bad[1, 2, 2] = -100.0  # the third leading minor is not positive definite
     got = torch.linalg.cholesky_ex(bad.to("tpu")).info.cpu()
     assert got.tolist() == torch.linalg.cholesky_ex(bad).info.tolist() == [0, 3, 0]
+    failed = [torch.linalg.cholesky_ex(m, upper=up).L for m in (bad, bad.to("tpu")) for up in (False, True)]
+    torch.testing.assert_close(failed[2].cpu(), failed[0])  # LAPACK's partial factor, the input after it
+    torch.testing.assert_close(failed[3].cpu(), failed[1])
     nan = spd(4, 4)
     nan[0, 0] = float("nan")
     assert torch.linalg.cholesky_ex(nan.to("tpu")).info.item() == torch.linalg.cholesky_ex(nan).info.item() == 1
@@ -164,7 +167,13 @@ def test_solve_inv_det_slogdet():
 
 def test_gradients():
     torchtpu.debug.reset_metrics()
-    a = rand(3, 3)
+    a, v = rand(3, 3), rand(3)
+    x, y = a.clone().requires_grad_(), v.clone().requires_grad_()
+    xd, yd = a.to("tpu").requires_grad_(), v.to("tpu").requires_grad_()
+    torch.linalg.solve(x, y).sum().backward()
+    torch.linalg.solve(xd, yd).sum().backward()
+    torch.testing.assert_close(xd.grad.cpu(), x.grad, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(yd.grad.cpu(), y.grad, rtol=1e-4, atol=1e-4)
     for fn in (torch.linalg.det, torch.linalg.inv, lambda m: torch.linalg.cholesky(m @ m.mT + 3 * torch.eye(3,
                device=m.device))):
         x = a.clone().requires_grad_()

@@ -1,7 +1,8 @@
 // Linear algebra built on the LU kernels (kernels_linalg.cpp) the way
 // PyTorch's CPU implementation composes them: linalg.solve, linalg.inv,
-// det and slogdet. Each factors A^T when A is contiguous, as the CPU does, so
-// the LU and pivots they return (and the gradients built from them) match.
+// det and slogdet. They factor what the CPU factors (solve: A; det and
+// slogdet: A^T when A is contiguous), so the LU and pivots they return, which
+// the backward formulas read, match the CPU's.
 #include <ATen/native/LinearAlgebraUtils.h>
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
@@ -31,13 +32,12 @@ void solve_ex_into(const at::Tensor& A, const at::Tensor& B, bool left, bool che
                    at::Tensor& LU, at::Tensor& pivots, at::Tensor& info) {
   auto [mr, mlu, mp, mi] = at::_linalg_solve_ex(meta(A), meta(B), left, check_errors);
   resize_like(result, mr);
-  const bool use_A_T = A.is_contiguous();
-  at::linalg_lu_factor_ex_out(LU, pivots, info, use_A_T ? A.mT() : A);
+  at::linalg_lu_factor_ex_out(LU, pivots, info, A);
   if (check_errors) at::_linalg_check_errors(info, "torch.linalg.solve_ex", A.dim() == 2);
   const bool vector_case = at::native::linalg_solve_is_vector_rhs(LU, B);
   at::Tensor result_ = vector_case ? result.unsqueeze(-1) : result;
   at::Tensor B_ = vector_case ? B.unsqueeze(-1) : B;
-  at::linalg_lu_solve_out(result_, LU, pivots, B_, left, /*adjoint=*/use_A_T);
+  at::linalg_lu_solve_out(result_, LU, pivots, B_, left, /*adjoint=*/false);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> linalg_solve_ex(const at::Tensor& A, const at::Tensor& B,

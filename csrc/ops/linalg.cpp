@@ -1,7 +1,5 @@
 #include "ops/linalg.h"
 
-#include <cmath>
-
 namespace torchtpu::ops {
 namespace {
 
@@ -82,18 +80,24 @@ CholeskyResult cholesky(Builder& b, Value a, bool upper) {
   if (n > kMaxUnrolledColumns)
     throw LoweringError("cholesky: matrices larger than " + std::to_string(kMaxUnrolledColumns) + " are not lowered");
   Value src = upper ? matrix_transpose(b, a) : a;
-  Value s = b.add(triangle(b, src, true), matrix_transpose(b, triangle(b, src, true, -1)));
+  const Value s0 = b.add(triangle(b, src, true), matrix_transpose(b, triangle(b, src, true, -1)));
+  Value s = s0;
   std::vector<Value> cols;
+  std::vector<int64_t> keep(batch.size());
+  for (size_t i = 0; i < keep.size(); ++i) keep[i] = static_cast<int64_t>(i);
   for (int64_t j = 0; j < n; ++j) {
     const int64_t m = n - j;
     Value pivot = slice_matrix(b, s, 0, 1, 0, 1);  // [..., 1, 1]
     Value bad = b.unary("stablehlo.not", b.compare(pivot, b.zeros_like(pivot), Cmp::kGT));
-    Value first = b.logical_and(b.reshape(bad, batch), b.compare(info, b.zeros_like(info), Cmp::kEQ));
+    Value before = b.compare(info, b.zeros_like(info), Cmp::kNE);
+    Value first = b.logical_and(b.reshape(bad, batch), b.unary("stablehlo.not", before));
     info = b.select(first, b.constant(DType::kS32, static_cast<double>(j + 1), batch), info);
-    // After a failed pivot the factor is undefined (LAPACK stops there):
-    // it and everything after it read NaN.
-    Value root = b.select(bad, b.constant(t, std::nan(""), b.dims(pivot)), b.sqrt(pivot));
+    Value root = b.sqrt(pivot);
     Value col = root;
+    // As LAPACK's potf2, a failed column keeps its reduced pivot and the
+    // input below it; later columns keep the input.
+    Value failed_col = pivot;
+    Value input_col = slice_matrix(b, s0, j, n, j, j + 1);
     if (m > 1) {
       Value rest = slice_matrix(b, s, 1, m, 0, 1);  // [..., m-1, 1]
       Value scaled = b.mul(rest, b.div(b.constant(t, 1, b.dims(root)), root));
@@ -103,7 +107,11 @@ CholeskyResult cholesky(Builder& b, Value a, bool upper) {
       Value update = b.mul(b.broadcast_to(scaled, outer), b.broadcast_to(matrix_transpose(b, scaled), outer));
       s = b.sub(slice_matrix(b, s, 1, m, 1, m), update);
       col = b.concatenate({root, scaled}, r - 2);
+      failed_col = b.concatenate({pivot, slice_matrix(b, s0, j + 1, n, j, j + 1)}, r - 2);
     }
+    Dims cd = b.dims(col);
+    col = b.select(b.broadcast_in_dim(first, cd, keep), failed_col,
+                   b.select(b.broadcast_in_dim(before, cd, keep), input_col, col));
     Dims low(r, 0), high(r, 0);
     low[r - 2] = j;
     cols.push_back(b.pad(col, b.constant(t, 0), low, high));
