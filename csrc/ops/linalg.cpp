@@ -61,9 +61,39 @@ Value identity(Builder& b, DType t, const Dims& dims) {
   return b.broadcast_to(eye, dims);
 }
 
+// Column-oriented substitution, as BLAS's trsm: once x_k is final it is
+// subtracted from the rows it feeds, unless it is zero, so a NaN or infinity
+// reaches only the entries that depend on it. Larger matrices use
+// StableHLO's triangular_solve.
 Value solve_triangular(Builder& b, Value a, Value rhs, bool upper, bool left, bool unit, bool transpose) {
   if (numel(b.dims(rhs)) == 0) return rhs;
-  return b.triangular_solve(triangle(b, a, !upper), rhs, left, !upper, unit, transpose);
+  const int64_t n = b.dims(a).back();
+  Value t = triangle(b, a, !upper);
+  if (n > kMaxUnrolledColumns) return b.triangular_solve(t, rhs, left, !upper, unit, transpose);
+  if (transpose) {
+    t = matrix_transpose(b, t);
+    upper = !upper;
+  }
+  Value x = rhs;
+  if (!left) {
+    x = matrix_transpose(b, x);
+    t = matrix_transpose(b, t);
+    upper = !upper;
+  }
+  const Dims xd = b.dims(x);
+  const int64_t r = static_cast<int64_t>(xd.size()), c = xd.back();
+  Value row = b.iota(DType::kS32, xd, r - 2);
+  for (int64_t step = 0; step < n; ++step) {
+    const int64_t k = upper ? n - 1 - step : step;
+    Value xk = slice_matrix(b, x, k, k + 1, 0, c);
+    Value nz = b.compare(xk, b.zeros_like(xk), Cmp::kNE);
+    if (!unit) xk = b.select(nz, b.div(xk, slice_matrix(b, t, k, k + 1, k, k + 1)), xk);
+    Value upd = b.sub(x, b.mul(slice_matrix(b, t, 0, n, k, k + 1), xk));
+    Value kk = b.constant(DType::kS32, static_cast<double>(k), xd);
+    Value feeds = b.logical_and(b.compare(row, kk, upper ? Cmp::kLT : Cmp::kGT), b.broadcast_to(nz, xd));
+    x = b.select(b.compare(row, kk, Cmp::kEQ), b.broadcast_to(xk, xd), b.select(feeds, upd, x));
+  }
+  return left ? x : matrix_transpose(b, x);
 }
 
 // Right-looking Cholesky on the lower triangle: each step takes the pivot of
