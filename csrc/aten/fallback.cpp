@@ -17,7 +17,9 @@ std::atomic<bool> fallback_is_error{false};
 std::mutex warned_mu;
 std::set<std::string> warned;
 
-void tpu_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+}  // namespace
+
+void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& opname = op.schema().operator_name();
   std::string name = opname.name + (opname.overload_name.empty() ? "" : "." + opname.overload_name);
   TORCH_CHECK_NOT_IMPLEMENTED(!fallback_is_error.load(), "The operator '", name,
@@ -34,13 +36,12 @@ void tpu_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
                "torchtpu.debug.metrics()['cpu_fallbacks'] counts these.");
   at::native::cpu_fallback(op, stack);
 }
-}  // namespace
 
 void set_fallback_error(bool error) { fallback_is_error = error; }
 bool fallback_error() { return fallback_is_error; }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&tpu_cpu_fallback>());
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
 }
 
 }  // namespace torchtpu::aten

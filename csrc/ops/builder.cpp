@@ -372,4 +372,26 @@ std::vector<Value> Builder::sort(const std::vector<Value>& operands, int64_t dim
                       descending ? Body::kSortDesc : Body::kSortAsc);
 }
 
+Value Builder::triangular_solve(Value a, Value rhs, bool left, bool lower, bool unit_diagonal, bool transpose) {
+  const Dims& da = dims(a);
+  const Dims& db = dims(rhs);
+  const int64_t r = rank(a);
+  if (r < 2 || rank(rhs) != r || da[r - 1] != da[r - 2] || dtype(a) != dtype(rhs) ||
+      !std::equal(da.begin(), da.end() - 2, db.begin()) || da[r - 1] != db[left ? r - 2 : r - 1])
+    throw LoweringError("triangular_solve: bad shapes " + shape_str(da) + " and " + shape_str(db));
+  auto flag = [](bool v) { return std::string(v ? "true" : "false"); };
+  return g_.add("stablehlo.triangular_solve", {a, rhs}, type(rhs),
+                {Attr::text("left_side", flag(left)), Attr::text("lower", flag(lower)),
+                 Attr::text("unit_diagonal", flag(unit_diagonal)),
+                 Attr::text("transpose_a", transpose ? "#stablehlo<transpose TRANSPOSE>"
+                                                     : "#stablehlo<transpose NO_TRANSPOSE>")});
+}
+
+Value Builder::cholesky(Value a, bool lower) {
+  const Dims& d = dims(a);
+  if (d.size() < 2 || d[d.size() - 1] != d[d.size() - 2])
+    throw LoweringError("cholesky: expected square matrices, got " + shape_str(d));
+  return g_.add("stablehlo.cholesky", {a}, type(a), {Attr::text("lower", lower ? "true" : "false")});
+}
+
 }  // namespace torchtpu::ops

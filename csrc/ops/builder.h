@@ -101,6 +101,13 @@ class Builder {
   Value scatter(Value a, Value indices, Value updates, const std::vector<int64_t>& index_dims,
                 const std::vector<int64_t>& window_dims, Body body);
 
+  // Solves op(a) x = rhs (left) or x op(a) = rhs for triangular `a`
+  // ([..., n, n], batch dims equal to rhs's); op transposes when asked.
+  Value triangular_solve(Value a, Value rhs, bool left, bool lower, bool unit_diagonal, bool transpose);
+  // Cholesky factor of [..., n, n]; only the `lower` (else upper) triangle is
+  // meaningful in the result.
+  Value cholesky(Value a, bool lower);
+
   // Lowest / highest finite or infinite values used as identities.
   static double lowest(DType t);
   static double highest(DType t);

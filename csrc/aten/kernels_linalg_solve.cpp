@@ -1,0 +1,191 @@
+// Linear algebra built on the LU kernels (kernels_linalg.cpp) the way
+// PyTorch's CPU implementation composes them: linalg.solve, linalg.inv,
+// det and slogdet. They factor what the CPU factors (solve: A; det and
+// slogdet: A^T when A is contiguous), so the LU and pivots they return, which
+// the backward formulas read, match the CPU's.
+#include <ATen/native/LinearAlgebraUtils.h>
+#include <ATen/native/Resize.h>
+#include <torch/library.h>
+
+#include "aten/tensor_ir.h"
+#include "ops/linalg.h"
+
+namespace torchtpu::aten {
+namespace {
+
+at::Tensor meta(const at::Tensor& t) {
+  return at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kMeta));
+}
+
+void resize_like(at::Tensor& out, const at::Tensor& m) { at::native::resize_output(out, m.sizes()); }
+
+// det(P) of the pivots: +1 for an even permutation, -1 for an odd one.
+at::Tensor lu_det_P(const at::Tensor& pivots) {
+  return (at::arange(1, pivots.size(-1) + 1, pivots.options()) != pivots)
+      .sum(-1, /*keepdim=*/false, /*dtype=*/at::kLong)
+      .fmod_(2)
+      .mul_(-2)
+      .add_(1);
+}
+
+void solve_ex_into(const at::Tensor& A, const at::Tensor& B, bool left, bool check_errors, at::Tensor& result,
+                   at::Tensor& LU, at::Tensor& pivots, at::Tensor& info) {
+  auto [mr, mlu, mp, mi] = at::_linalg_solve_ex(meta(A), meta(B), left, check_errors);
+  resize_like(result, mr);
+  at::linalg_lu_factor_ex_out(LU, pivots, info, A);
+  if (check_errors) at::_linalg_check_errors(info, "torch.linalg.solve_ex", A.dim() == 2);
+  const bool vector_case = at::native::linalg_solve_is_vector_rhs(LU, B);
+  at::Tensor result_ = vector_case ? result.unsqueeze(-1) : result;
+  at::Tensor B_ = vector_case ? B.unsqueeze(-1) : B;
+  at::linalg_lu_solve_out(result_, LU, pivots, B_, left, /*adjoint=*/false);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> linalg_solve_ex(const at::Tensor& A, const at::Tensor& B,
+                                                                           bool left, bool check_errors) {
+  TPU_COUNT("aten::_linalg_solve_ex");
+  at::Tensor result = at::empty({0}, B.options()), LU = at::empty({0}, A.options());
+  at::Tensor pivots = at::empty({0}, A.options().dtype(at::kInt)), info = at::empty({0}, A.options().dtype(at::kInt));
+  solve_ex_into(A, B, left, check_errors, result, LU, pivots, info);
+  return {result, LU, pivots, info};
+}
+
+std::tuple<at::Tensor&, at::Tensor&, at::Tensor&, at::Tensor&> linalg_solve_ex_out(
+    const at::Tensor& A, const at::Tensor& B, bool left, bool check_errors, at::Tensor& result, at::Tensor& LU,
+    at::Tensor& pivots, at::Tensor& info) {
+  TPU_COUNT("aten::_linalg_solve_ex.result");
+  solve_ex_into(A, B, left, check_errors, result, LU, pivots, info);
+  return {result, LU, pivots, info};
+}
+
+void inv_ex_into(const at::Tensor& A, bool check_errors, at::Tensor& result, at::Tensor& info) {
+  auto [mr, mi] = at::linalg_inv_ex(meta(A), check_errors);
+  at::Tensor eye = at::zeros(A.sizes(), A.options());
+  eye.diagonal(0, -2, -1).fill_(1.);
+  at::linalg_solve_ex_out(result, info, A, eye, /*left=*/true);
+  if (check_errors) at::_linalg_check_errors(info, "linalg.inv_ex", A.dim() == 2);
+}
+
+std::tuple<at::Tensor, at::Tensor> linalg_inv_ex(const at::Tensor& A, bool check_errors) {
+  TPU_COUNT("aten::linalg_inv_ex");
+  at::Tensor result = at::empty({0}, A.options()), info = at::empty({0}, A.options().dtype(at::kInt));
+  inv_ex_into(A, check_errors, result, info);
+  return {result, info};
+}
+
+std::tuple<at::Tensor&, at::Tensor&> linalg_inv_ex_out(const at::Tensor& A, bool check_errors, at::Tensor& result,
+                                                       at::Tensor& info) {
+  TPU_COUNT("aten::linalg_inv_ex.inverse");
+  inv_ex_into(A, check_errors, result, info);
+  return {result, info};
+}
+
+bool lowered(const at::Tensor& A) {
+  return (A.scalar_type() == at::kFloat || A.scalar_type() == at::kDouble) &&
+         A.size(-1) <= ops::kMaxUnrolledColumns;
+}
+
+// det and slogdet in one graph: factor A (A^T when contiguous, as the CPU),
+// then the pivots' sign and the diagonal of U. Outputs are written into the
+// given tensors (resized).
+void det_into(const at::Tensor& A, at::Tensor& result, at::Tensor& LU, at::Tensor& pivots) {
+  auto [mr, mlu, mp] = at::_linalg_det(meta(A));
+  const at::Tensor A_ = A.is_contiguous() ? A.mH() : A;
+  if (!lowered(A)) {
+    at::Tensor info = at::empty({0}, A.options().dtype(at::kInt));
+    at::linalg_lu_factor_ex_out(LU, pivots, info, A_);
+    resize_like(result, mr);
+    at::mul_out(result, lu_det_P(pivots), at::prod(LU.diagonal(0, -2, -1), /*dim=*/-1));
+    return;
+  }
+  check_same_device("aten::_linalg_det", A.device(), {&result, &LU, &pivots});
+  Kernel k("aten::_linalg_det", A);
+  Builder& b = k.b();
+  ops::LuResult r = ops::lu_factor(b, k.in(A_));
+  const DType t = b.dtype(r.lu);
+  Value diag = ops::diagonal(b, r.lu);
+  Value prod = b.reduce(diag, {b.rank(diag) - 1}, ir::Body::kMul, 1);
+  k.into_resized(result, b.mul(ops::pivots_sign(b, r.pivots, t), prod));
+  k.into_resized(LU, r.lu);
+  k.into_resized(pivots, r.pivots);
+  k.run();
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> linalg_det(const at::Tensor& A) {
+  TPU_COUNT("aten::_linalg_det");
+  at::Tensor result = at::empty({0}, A.options()), LU = at::empty({0}, A.options());
+  at::Tensor pivots = at::empty({0}, A.options().dtype(at::kInt));
+  det_into(A, result, LU, pivots);
+  return {result, LU, pivots};
+}
+
+std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> linalg_det_out(const at::Tensor& A, at::Tensor& result,
+                                                                 at::Tensor& LU, at::Tensor& pivots) {
+  TPU_COUNT("aten::_linalg_det.result");
+  det_into(A, result, LU, pivots);
+  return {result, LU, pivots};
+}
+
+void slogdet_into(const at::Tensor& A, at::Tensor& sign, at::Tensor& logabsdet, at::Tensor& LU, at::Tensor& pivots) {
+  auto [ms, ml, mlu, mp] = at::_linalg_slogdet(meta(A));
+  const at::Tensor A_ = A.is_contiguous() ? A.mH() : A;
+  if (!lowered(A)) {
+    at::Tensor info = at::empty({0}, A.options().dtype(at::kInt));
+    at::linalg_lu_factor_ex_out(LU, pivots, info, A_);
+    at::Tensor diag_U = LU.diagonal(0, -2, -1);
+    resize_like(sign, ms);
+    resize_like(logabsdet, ml);
+    at::mul_out(sign, diag_U.sgn().prod(-1), lu_det_P(pivots));
+    at::sum_out(logabsdet, diag_U.abs().log_(), -1);
+    return;
+  }
+  check_same_device("aten::_linalg_slogdet", A.device(), {&sign, &logabsdet, &LU, &pivots});
+  Kernel k("aten::_linalg_slogdet", A);
+  Builder& b = k.b();
+  ops::LuResult r = ops::lu_factor(b, k.in(A_));
+  const DType t = b.dtype(r.lu);
+  Value diag = ops::diagonal(b, r.lu);
+  const int64_t last = b.rank(diag) - 1;
+  // sgn: 0 for zeros and NaN, as PyTorch's.
+  Value sgn = b.select(b.compare(diag, b.zeros_like(diag), ops::Cmp::kGT), b.full_like(diag, 1),
+                       b.select(b.compare(diag, b.zeros_like(diag), ops::Cmp::kLT), b.full_like(diag, -1),
+                                b.zeros_like(diag)));
+  Value s_prod = b.reduce(sgn, {last}, ir::Body::kMul, 1);
+  k.into_resized(sign, b.mul(s_prod, ops::pivots_sign(b, r.pivots, t)));
+  k.into_resized(logabsdet, b.reduce_sum(b.log(b.unary("stablehlo.abs", diag)), {last}));
+  k.into_resized(LU, r.lu);
+  k.into_resized(pivots, r.pivots);
+  k.run();
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> linalg_slogdet(const at::Tensor& A) {
+  TPU_COUNT("aten::_linalg_slogdet");
+  at::Tensor sign = at::empty({0}, A.options()), logabsdet = at::empty({0}, A.options());
+  at::Tensor LU = at::empty({0}, A.options()), pivots = at::empty({0}, A.options().dtype(at::kInt));
+  slogdet_into(A, sign, logabsdet, LU, pivots);
+  return {sign, logabsdet, LU, pivots};
+}
+
+std::tuple<at::Tensor&, at::Tensor&, at::Tensor&, at::Tensor&> linalg_slogdet_out(const at::Tensor& A,
+                                                                                  at::Tensor& sign,
+                                                                                  at::Tensor& logabsdet,
+                                                                                  at::Tensor& LU,
+                                                                                  at::Tensor& pivots) {
+  TPU_COUNT("aten::_linalg_slogdet.sign");
+  slogdet_into(A, sign, logabsdet, LU, pivots);
+  return {sign, logabsdet, LU, pivots};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_linalg_det", TORCH_FN(linalg_det));
+  m.impl("_linalg_det.result", TORCH_FN(linalg_det_out));
+  m.impl("_linalg_slogdet", TORCH_FN(linalg_slogdet));
+  m.impl("_linalg_slogdet.sign", TORCH_FN(linalg_slogdet_out));
+  m.impl("_linalg_solve_ex", TORCH_FN(linalg_solve_ex));
+  m.impl("_linalg_solve_ex.result", TORCH_FN(linalg_solve_ex_out));
+  m.impl("linalg_inv_ex", TORCH_FN(linalg_inv_ex));
+  m.impl("linalg_inv_ex.inverse", TORCH_FN(linalg_inv_ex_out));
+}
+
+}  // namespace torchtpu::aten
