@@ -36,6 +36,7 @@ def same(fn, x, *extra, tol=1e-5, grad=True):
 
 @pytest.fixture(autouse=True)
 def no_fallback():
+    GEN.manual_seed(0)
     torchtpu.debug.reset_metrics()
     yield
     assert torchtpu.debug.metrics()["cpu_fallbacks"] == {}
@@ -95,11 +96,13 @@ def test_interpolate(mode, dims):
 def test_interpolate_2d_layouts(mode):
     # The CPU's vectorized kernels (channels-last with C > 3, or small outputs)
     # and its generic kernel pick nearest pixels with different roundings.
+    # The channels-last bilinear kernel rounds its weights its own way.
+    tol = 1e-5 if mode.startswith("nearest") else 1e-4
     for isz, osz in [(2, 41), (3, 200), (41, 83), (6, 70)]:
         x = randn(1, 5, isz, isz + 1)
-        same(lambda t: F.interpolate(t, size=[osz, osz + 3], mode=mode), x)
+        same(lambda t: F.interpolate(t, size=[osz, osz + 3], mode=mode), x, tol=tol)
         same(lambda t: F.interpolate(t, size=[osz, osz + 3], mode=mode),
-             x.contiguous(memory_format=torch.channels_last))
+             x.contiguous(memory_format=torch.channels_last), tol=tol)
     same(lambda t: F.interpolate(t, scale_factor=1.5, mode=mode), randn(2, 3, 6, 8).transpose(2, 3))
 
 
