@@ -1,7 +1,7 @@
-// Pooling: max pooling with indices, average pooling and adaptive average
-// pooling, 2-D and 3-D (1-D ops reach the 2-D ones through PyTorch's
-// composites), forward and backward, with the argument checks of PyTorch's
-// CPU kernels.
+// Pooling: max pooling with indices, average pooling, adaptive average and
+// max pooling, and max unpooling, 2-D and 3-D (1-D ops reach the 2-D ones
+// through PyTorch's composites), forward and backward, with the argument
+// checks of PyTorch's CPU kernels.
 #include <c10/core/SymIntArrayRef.h>
 #include <torch/library.h>
 
@@ -283,6 +283,160 @@ at::Tensor adaptive_avg_pool3d_backward(const at::Tensor& g, const at::Tensor& s
   return adaptive_backward_impl("aten::_adaptive_avg_pool3d_backward", 3, g, s);
 }
 
+// ---- adaptive max pooling and max unpooling -----------------------------------------------
+
+void check_nonempty(const char* op, const at::Tensor& self, size_t nsp) {
+  const int64_t r = static_cast<int64_t>(nsp);
+  TORCH_CHECK(self.dim() == r + 1 || self.dim() == r + 2, op, ": Expected ", r + 1, "D or ", r + 2,
+              "D tensor, but got: ", self.sizes());
+  for (int64_t i = 1; i < self.dim(); ++i)
+    TORCH_CHECK(self.size(i) > 0, op, ": Expected input to have non-zero size for non-batch dimensions, but input "
+                "has sizes ", self.sizes(), " with dimension ", i, " being empty");
+}
+
+std::tuple<at::Tensor, at::Tensor> adaptive_max_impl(const char* op, size_t nsp, const at::Tensor& self,
+                                                     at::IntArrayRef output_size, const at::Tensor* out,
+                                                     const at::Tensor* indices) {
+  check_nonempty(op, self, nsp);
+  TORCH_CHECK(output_size.size() == nsp, op, ": output_size must have ", nsp, " elements, but got ",
+              output_size.size());
+  for (int64_t o : output_size)
+    TORCH_CHECK(o > 0, op, ": elements of output_size must be greater than 0, but got ", output_size);
+  check_float(op, self);
+  if (out) check_same_device(op, self.device(), {out, indices});
+  Kernel k(op, self);
+  ops::MaxPool r = ops::adaptive_max_pool(k.b(), k.in(self), to_dims(output_size));
+  at::Tensor v = k.result(r.values, self.scalar_type(), out);
+  at::Tensor i = k.result(r.indices, at::kLong, indices);
+  k.run();
+  return {v, i};
+}
+
+// 16-bit gradients are summed in float32 and rounded once.
+at::Tensor adaptive_max_backward_impl(const char* op, size_t nsp, const at::Tensor& grad, const at::Tensor& self,
+                                      const at::Tensor& indices, const at::Tensor* grad_input) {
+  check_nonempty(op, self, nsp);
+  check_float(op, self);
+  check_same_device(op, self.device(), {&grad, &indices});
+  TORCH_CHECK(grad.sizes() == indices.sizes() && grad.dim() == self.dim(), op, ": grad_output ", grad.sizes(),
+              " and indices ", indices.sizes(), " must have the same shape, of the rank of input ", self.sizes());
+  TORCH_CHECK(indices.scalar_type() == at::kLong, op, ": indices must be int64, but got ", indices.scalar_type());
+  Kernel k(op, self);
+  ir::Dims in(self.sizes().end() - nsp, self.sizes().end());
+  Value r = ops::max_pool_scatter_backward(k.b(), k.in(grad, acc_type(self.scalar_type())), k.in(indices), in);
+  at::Tensor result = k.result(r, self.scalar_type(), grad_input);
+  k.run();
+  return result;
+}
+
+std::tuple<at::Tensor, at::Tensor> adaptive_max_pool2d(const at::Tensor& s, at::IntArrayRef o) {
+  TPU_COUNT("aten::adaptive_max_pool2d");
+  return adaptive_max_impl("aten::adaptive_max_pool2d", 2, s, o, nullptr, nullptr);
+}
+std::tuple<at::Tensor&, at::Tensor&> adaptive_max_pool2d_out(const at::Tensor& s, at::IntArrayRef o, at::Tensor& out,
+                                                             at::Tensor& idx) {
+  TPU_COUNT("aten::adaptive_max_pool2d.out");
+  adaptive_max_impl("aten::adaptive_max_pool2d.out", 2, s, o, &out, &idx);
+  return {out, idx};
+}
+at::Tensor adaptive_max_pool2d_backward(const at::Tensor& g, const at::Tensor& s, const at::Tensor& idx) {
+  TPU_COUNT("aten::adaptive_max_pool2d_backward");
+  return adaptive_max_backward_impl("aten::adaptive_max_pool2d_backward", 2, g, s, idx, nullptr);
+}
+at::Tensor& adaptive_max_pool2d_backward_out(const at::Tensor& g, const at::Tensor& s, const at::Tensor& idx,
+                                             at::Tensor& gi) {
+  TPU_COUNT("aten::adaptive_max_pool2d_backward.grad_input");
+  adaptive_max_backward_impl("aten::adaptive_max_pool2d_backward.grad_input", 2, g, s, idx, &gi);
+  return gi;
+}
+std::tuple<at::Tensor, at::Tensor> adaptive_max_pool3d(const at::Tensor& s, at::IntArrayRef o) {
+  TPU_COUNT("aten::adaptive_max_pool3d");
+  return adaptive_max_impl("aten::adaptive_max_pool3d", 3, s, o, nullptr, nullptr);
+}
+std::tuple<at::Tensor&, at::Tensor&> adaptive_max_pool3d_out(const at::Tensor& s, at::IntArrayRef o, at::Tensor& out,
+                                                             at::Tensor& idx) {
+  TPU_COUNT("aten::adaptive_max_pool3d.out");
+  adaptive_max_impl("aten::adaptive_max_pool3d.out", 3, s, o, &out, &idx);
+  return {out, idx};
+}
+at::Tensor adaptive_max_pool3d_backward(const at::Tensor& g, const at::Tensor& s, const at::Tensor& idx) {
+  TPU_COUNT("aten::adaptive_max_pool3d_backward");
+  return adaptive_max_backward_impl("aten::adaptive_max_pool3d_backward", 3, g, s, idx, nullptr);
+}
+at::Tensor& adaptive_max_pool3d_backward_out(const at::Tensor& g, const at::Tensor& s, const at::Tensor& idx,
+                                             at::Tensor& gi) {
+  TPU_COUNT("aten::adaptive_max_pool3d_backward.grad_input");
+  adaptive_max_backward_impl("aten::adaptive_max_pool3d_backward.grad_input", 3, g, s, idx, &gi);
+  return gi;
+}
+
+// An index outside the output plane is an error, raised as the CPU raises it
+// (at the next sync point outside Debug Eager).
+at::Tensor max_unpool_impl(const char* op, size_t nsp, const at::Tensor& self, const at::Tensor& indices,
+                           c10::SymIntArrayRef output_size, const at::Tensor* out) {
+  TORCH_CHECK(indices.scalar_type() == at::kLong, op, ": elements in indices should be type int64 but got: ",
+              indices.scalar_type());
+  TORCH_CHECK(output_size.size() == nsp, op, ": There should be exactly ", nsp, " elements in output_size, but got ",
+              output_size.size(), " elements.");
+  const int64_t r = static_cast<int64_t>(nsp);
+  TORCH_CHECK(self.dim() == r + 1 || self.dim() == r + 2, op, ": Input to max_unpooling", nsp, "d should be a ",
+              r + 1, "d or ", r + 2, "d Tensor, but got a tensor with ", self.dim(), " dimensions.");
+  TORCH_CHECK(self.sizes() == indices.sizes(), op, ": Expected shape of indices to be same as that of the input "
+              "tensor (", self.sizes(), ") but got indices tensor with shape: ", indices.sizes());
+  for (int64_t i = 1; i < self.dim(); ++i)
+    TORCH_CHECK(self.size(i) > 0, op, ": Expected input to have non-zero size for non-batch dimensions, but got ",
+                self.sizes(), " with dimension ", i, " being empty.");
+  check_same_device(op, self.device(), {&indices});
+  if (out) check_same_device(op, self.device(), {out});
+  ir::Dims osz;
+  int64_t plane = 1;
+  for (const c10::SymInt& s : output_size) {
+    osz.push_back(s.guard_int(__FILE__, __LINE__));
+    plane *= osz.back();
+  }
+  Kernel k(op, self);
+  Value idx = k.in(indices);
+  if (indices.numel() > 0)
+    check_index(k, idx, plane, /*allow_negative=*/false, Kernel::CheckKind::kRuntime,
+                "Found an invalid max index (output volumes are of size " + ops::shape_str(osz) + ")");
+  Value v = ops::max_unpool(k.b(), k.in(self), idx, osz);
+  at::Tensor result = k.result(v, self.scalar_type(), out);
+  k.run();
+  return result;
+}
+
+void check_unpool3d(const char* op, at::IntArrayRef stride, at::IntArrayRef padding) {
+  TORCH_CHECK(stride.size() == 3, op, ": There should be exactly three elements (depth, height, width) in stride, "
+              "but got: ", stride.size());
+  TORCH_CHECK(padding.size() == 3, op, ": There should be exactly three elements (depth, height, width) in "
+              "padding, but got: ", padding.size());
+  TORCH_CHECK(stride[0] > 0 && stride[1] > 0 && stride[2] > 0, op,
+              ": strides should be greater than zero, but got stride: ", stride);
+}
+
+at::Tensor max_unpool2d(const at::Tensor& s, const at::Tensor& i, c10::SymIntArrayRef o) {
+  TPU_COUNT("aten::max_unpool2d");
+  return max_unpool_impl("aten::max_unpool2d", 2, s, i, o, nullptr);
+}
+at::Tensor& max_unpool2d_out(const at::Tensor& s, const at::Tensor& i, c10::SymIntArrayRef o, at::Tensor& out) {
+  TPU_COUNT("aten::max_unpool2d.out");
+  max_unpool_impl("aten::max_unpool2d.out", 2, s, i, o, &out);
+  return out;
+}
+at::Tensor max_unpool3d(const at::Tensor& s, const at::Tensor& i, c10::SymIntArrayRef o, at::IntArrayRef st,
+                        at::IntArrayRef p) {
+  TPU_COUNT("aten::max_unpool3d");
+  check_unpool3d("aten::max_unpool3d", st, p);
+  return max_unpool_impl("aten::max_unpool3d", 3, s, i, o, nullptr);
+}
+at::Tensor& max_unpool3d_out(const at::Tensor& s, const at::Tensor& i, c10::SymIntArrayRef o, at::IntArrayRef st,
+                             at::IntArrayRef p, at::Tensor& out) {
+  TPU_COUNT("aten::max_unpool3d.out");
+  check_unpool3d("aten::max_unpool3d.out", st, p);
+  max_unpool_impl("aten::max_unpool3d.out", 3, s, i, o, &out);
+  return out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -308,6 +462,18 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_adaptive_avg_pool3d", TORCH_FN(adaptive_avg_pool3d));
   m.impl("adaptive_avg_pool3d.out", TORCH_FN(adaptive_avg_pool3d_out));
   m.impl("_adaptive_avg_pool3d_backward", TORCH_FN(adaptive_avg_pool3d_backward));
+  m.impl("adaptive_max_pool2d", TORCH_FN(adaptive_max_pool2d));
+  m.impl("adaptive_max_pool2d.out", TORCH_FN(adaptive_max_pool2d_out));
+  m.impl("adaptive_max_pool2d_backward", TORCH_FN(adaptive_max_pool2d_backward));
+  m.impl("adaptive_max_pool2d_backward.grad_input", TORCH_FN(adaptive_max_pool2d_backward_out));
+  m.impl("adaptive_max_pool3d", TORCH_FN(adaptive_max_pool3d));
+  m.impl("adaptive_max_pool3d.out", TORCH_FN(adaptive_max_pool3d_out));
+  m.impl("adaptive_max_pool3d_backward", TORCH_FN(adaptive_max_pool3d_backward));
+  m.impl("adaptive_max_pool3d_backward.grad_input", TORCH_FN(adaptive_max_pool3d_backward_out));
+  m.impl("max_unpool2d", TORCH_FN(max_unpool2d));
+  m.impl("max_unpool2d.out", TORCH_FN(max_unpool2d_out));
+  m.impl("max_unpool3d", TORCH_FN(max_unpool3d));
+  m.impl("max_unpool3d.out", TORCH_FN(max_unpool3d_out));
 }
 
 }  // namespace torchtpu::aten

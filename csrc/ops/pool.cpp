@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ops/resample.h"
+
 namespace torchtpu::ops {
 
 using ir::Attr;
@@ -259,6 +261,86 @@ Value adaptive_avg_pool_backward(Builder& b, Value grad, const Dims& in) {
     grad = b.dot_general(grad, a, {}, {}, {static_cast<int64_t>(lead)}, {0}, b.dtype(grad));
   }
   return grad;
+}
+
+// The window of output position o over S inputs: [o*S/O, ceil((o+1)*S/O)).
+static Value window_start(Builder& b, int64_t out, int64_t in) {
+  Value o = b.iota(DType::kS64, {out}, 0);
+  return b.div(b.mul_c(o, static_cast<double>(in)), b.constant(DType::kS64, static_cast<double>(out)));
+}
+static Value window_end(Builder& b, int64_t out, int64_t in) {
+  Value o = b.iota(DType::kS64, {out}, 0);
+  return b.div(b.add_c(b.mul_c(o, static_cast<double>(in)), static_cast<double>(in + out - 1)),
+               b.constant(DType::kS64, static_cast<double>(out)));
+}
+
+MaxPool adaptive_max_pool(Builder& b, Value x, const Dims& out) {
+  const Dims d = b.dims(x);
+  const size_t nsp = out.size(), lead = d.size() - nsp;
+  const Dims in = trailing(d, nsp), full = with_spatial(d, out);
+  Dims widest(nsp, 1);
+  for (size_t i = 0; i < nsp; ++i)
+    for (int64_t o = 0; o < out[i]; ++o)
+      widest[i] = std::max(widest[i], ((o + 1) * in[i] + out[i] - 1) / out[i] - o * in[i] / out[i]);
+  std::vector<Value> start, end;
+  for (size_t i = 0; i < nsp; ++i) {
+    start.push_back(window_start(b, out[i], in[i]));
+    end.push_back(window_end(b, out[i], in[i]));
+  }
+  const DType t = b.dtype(x);
+  Value cur, idx, have;
+  each_offset(widest, [&](const Dims& k) {
+    Value v = x, flat, valid;
+    for (size_t i = 0; i < nsp; ++i) {
+      Value pos = b.add_c(start[i], static_cast<double>(k[i]));
+      Value ok = b.compare(pos, end[i], Cmp::kLT);
+      v = take_along(b, v, static_cast<int64_t>(lead + i),
+                     b.min(pos, b.constant(DType::kS64, static_cast<double>(in[i] - 1))));
+      Value p = b.broadcast_in_dim(pos, out, {static_cast<int64_t>(i)});
+      Value okb = b.broadcast_in_dim(ok, out, {static_cast<int64_t>(i)});
+      flat = i == 0 ? p : b.add(b.mul_c(flat, static_cast<double>(in[i])), p);
+      valid = i == 0 ? okb : b.logical_and(valid, okb);
+    }
+    flat = b.broadcast_to(flat, full);
+    valid = b.broadcast_to(valid, full);
+    if (!cur.valid()) {
+      cur = v, idx = flat, have = valid;
+      return;
+    }
+    Value better = b.compare(v, cur, Cmp::kGT);
+    if (ir::is_float(t)) better = b.logical_or(better, b.compare(v, v, Cmp::kNE));
+    Value take = b.logical_and(valid, b.logical_or(better, b.unary("stablehlo.not", have)));
+    cur = b.select(take, v, cur);
+    idx = b.select(take, flat, idx);
+    have = b.logical_or(have, valid);
+  });
+  return {cur, idx};
+}
+
+// `v` [..., *S] written at (plane, indices) of zero planes [..., *plane].
+static Value plane_scatter(Builder& b, Value v, Value indices, const Dims& plane, ir::Body body) {
+  const Dims d = b.dims(v);
+  const size_t nsp = plane.size(), lead = d.size() - nsp;
+  int64_t planes = 1, n = 1, size = 1;
+  for (size_t i = 0; i < lead; ++i) planes *= d[i];
+  for (size_t i = lead; i < d.size(); ++i) n *= d[i];
+  for (int64_t s : plane) size *= s;
+  Value zeros = b.constant(b.dtype(v), 0, {planes, size});
+  Value result = zeros;
+  if (planes * n > 0) {
+    Value p = b.iota(DType::kS64, {planes, n, 1}, 0);
+    Value at = b.concatenate({p, b.reshape(indices, {planes, n, 1})}, 2);
+    result = b.scatter(zeros, at, b.reshape(v, {planes, n}), {0, 1}, {}, body);
+  }
+  return b.reshape(result, with_spatial(d, plane));
+}
+
+Value max_pool_scatter_backward(Builder& b, Value grad, Value indices, const Dims& in) {
+  return plane_scatter(b, grad, indices, in, ir::Body::kAdd);
+}
+
+Value max_unpool(Builder& b, Value x, Value indices, const Dims& out) {
+  return plane_scatter(b, x, indices, out, ir::Body::kReplace);
 }
 
 }  // namespace torchtpu::ops

@@ -40,4 +40,13 @@ Value avg_pool_backward(Builder& b, Value grad, const Dims& input_dims, const Po
 Value adaptive_avg_pool(Builder& b, Value x, const Dims& out);
 Value adaptive_avg_pool_backward(Builder& b, Value grad, const Dims& in);
 
+// Adaptive max pooling over the same windows, walked in order as the CPU
+// does: the first maximum, or the last NaN; indices flat within one plane.
+MaxPool adaptive_max_pool(Builder& b, Value x, const Dims& out);
+// Scatters (adds) `grad` [..., *O] at the flat in-plane `indices` of planes
+// sized `in`; max_unpool scatters (replaces) `x` the same way into planes
+// sized `out`.
+Value max_pool_scatter_backward(Builder& b, Value grad, Value indices, const Dims& in);
+Value max_unpool(Builder& b, Value x, Value indices, const Dims& out);
+
 }  // namespace torchtpu::ops
