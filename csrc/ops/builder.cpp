@@ -179,8 +179,10 @@ Value Builder::broadcast_in_dim(Value a, Dims d, std::vector<int64_t> bdims) {
                 {Attr::array("broadcast_dimensions", std::move(bdims))});
 }
 
-Value Builder::broadcast_to(Value a, const Dims& d) {
-  const Dims& s = dims(a);
+Value Builder::broadcast_to(Value a, const Dims& target) {
+  // Copies: `target` may alias a node's dims, which adding nodes can move.
+  const Dims d = target;
+  const Dims s = dims(a);
   if (s == d) return a;
   if (s.size() > d.size()) throw LoweringError("broadcast: rank of " + shape_str(s) + " exceeds " + shape_str(d));
   size_t off = d.size() - s.size();

@@ -24,8 +24,9 @@ class Builder {
   explicit Builder(ir::Graph& g) : g_(g) {}
   ir::Graph& graph() { return g_; }
 
-  const Type& type(Value v) const { return g_.type(v); }
-  const Dims& dims(Value v) const { return g_.type(v).dims; }
+  // By value: a reference into the graph dangles once a node is added.
+  Type type(Value v) const { return g_.type(v); }
+  Dims dims(Value v) const { return g_.type(v).dims; }
   DType dtype(Value v) const { return g_.type(v).dtype; }
   int64_t rank(Value v) const { return g_.type(v).rank(); }
 
