@@ -213,59 +213,61 @@ def test_metrics_report():
 
 
 # ---- CPU fallback -------------------------------------------------------------
-# aten::_logcumsumexp and aten::sort.values_stable have no tpu lowering.
+# aten::igamma and aten::igammac (regularized incomplete gamma functions)
+# have no tpu lowering: they stand for any op without one.
 
 def test_fallback_correct_and_counted():
-    x = rand(5, 6, seed=9)
-    t = x.to("tpu")
+    x = rand(5, 6, seed=9) + 0.5
+    y = rand(5, 6, seed=3) + 0.25
+    t, u = x.to("tpu"), y.to("tpu")
     debug.reset_metrics()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        c = torch.logcumsumexp(t, 1)
-        s, i = torch.sort(t, dim=0)
-        c2 = t.logcumsumexp(0)
-    assert c.device.type == "tpu" and s.device.type == "tpu" and i.device.type == "tpu"
-    torch.testing.assert_close(c.cpu(), torch.logcumsumexp(x, 1))
-    torch.testing.assert_close(c2.cpu(), x.logcumsumexp(0))
-    ref_s, ref_i = torch.sort(x, dim=0)
-    assert torch.equal(s.cpu(), ref_s) and torch.equal(i.cpu(), ref_i)
+        c = torch.igamma(t, u)
+        s = torch.igammac(t, u)
+        c2 = torch.special.gammainc(u, t)
+    assert c.device.type == "tpu" and s.device.type == "tpu" and c2.device.type == "tpu"
+    torch.testing.assert_close(c.cpu(), torch.igamma(x, y))
+    torch.testing.assert_close(c2.cpu(), torch.igamma(y, x))
+    torch.testing.assert_close(s.cpu(), torch.igammac(x, y))
     fb = debug.metrics()["cpu_fallbacks"]
-    assert fb == {"aten::_logcumsumexp": 2, "aten::sort.values_stable": 1}
+    assert fb == {"aten::igamma.out": 2, "aten::igammac.out": 1}
     # The result is a normal device tensor that lowered ops consume.
-    torch.testing.assert_close((c * 2).cpu(), torch.logcumsumexp(x, 1) * 2)
+    torch.testing.assert_close((c * 2).cpu(), torch.igamma(x, y) * 2)
 
 
 def test_fallback_warns_once():
     # A fresh process: the once-per-op warning is process-wide.
     code = """
 import warnings, pytest, torch, torchtpu
-t = torch.arange(6.).to("tpu")
-with pytest.warns(UserWarning, match="aten::_logcumsumexp.*no tpu lowering"):
-    a = torch.logcumsumexp(t, 0)
+t = torch.arange(1., 7.).to("tpu")
+with pytest.warns(UserWarning, match="aten::igamma.out.*no tpu lowering"):
+    a = torch.igamma(t, t)
 with warnings.catch_warnings(record=True) as w:
     warnings.simplefilter("always")
-    b = torch.logcumsumexp(t, 0)
-assert not [x for x in w if "logcumsumexp" in str(x.message)], [str(x.message) for x in w]
-assert torch.allclose(a.cpu(), torch.logcumsumexp(torch.arange(6.), 0)) and torch.equal(b.cpu(), a.cpu())
+    b = torch.igamma(t, t)
+assert not [x for x in w if "igamma" in str(x.message)], [str(x.message) for x in w]
+ref = torch.igamma(torch.arange(1., 7.), torch.arange(1., 7.))
+assert torch.allclose(a.cpu(), ref) and torch.equal(b.cpu(), a.cpu())
 print("ok", torchtpu.debug.metrics()["cpu_fallbacks"])
 """
     r = run_python(code)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip().splitlines()[-1] == "ok {'aten::_logcumsumexp': 2}"
+    assert r.stdout.strip().splitlines()[-1] == "ok {'aten::igamma.out': 2}"
 
 
 def test_fallback_error_setting():
     code = """
 import torch, torchtpu
 try:
-    torch.logcumsumexp(torch.ones(3, device="tpu"), 0)
+    torch.igamma(torch.ones(3, device="tpu"), torch.ones(3, device="tpu"))
 except NotImplementedError as e:
     print("raised:", e)
 """
     r = run_python(code, TORCHTPU_CPU_FALLBACK="error")
     assert r.returncode == 0, r.stderr
     out = r.stdout.strip().splitlines()[-1]
-    assert out.startswith("raised:") and "aten::_logcumsumexp" in out and "TORCHTPU_CPU_FALLBACK" in out
+    assert out.startswith("raised:") and "aten::igamma" in out and "TORCHTPU_CPU_FALLBACK" in out
 
 
 # ---- errors ---------------------------------------------------------------------
