@@ -217,8 +217,8 @@ def test_metrics_report():
 # have no tpu lowering: they stand for any op without one.
 
 def test_fallback_correct_and_counted():
-    x = rand(5, 6, seed=9) + 0.5
-    y = rand(5, 6, seed=3) + 0.25
+    x = rand(5, 6, seed=9).abs() + 0.5
+    y = rand(5, 6, seed=3).abs() + 0.25
     t, u = x.to("tpu"), y.to("tpu")
     debug.reset_metrics()
     with warnings.catch_warnings():
