@@ -290,3 +290,45 @@ def test_stats_and_clear(cache_in):
     debug.reset_metrics()
     s = torchtpu.cache.stats()
     assert s["requests"] == 0 and s["hits"] == 0 and s["local_bytes"] > 0
+
+
+def _maps():
+    with open("/proc/self/maps") as f:
+        return sum(1 for _ in f)
+
+
+def test_memory_tier_is_bounded(cache_in):
+    """The memory tier keeps at most memory_entries executables, least
+    recently used out first: each loaded executable holds JIT code mappings,
+    and past the process's limit on mappings (vm.max_map_count) the plugin's
+    compiler fails inside. Dropped executables come back from disk."""
+    assert "TORCHTPU_CACHE_MEMORY_ENTRIES" in torchtpu.env.SETTINGS
+    assert cache_in["memory_entries"] == 4096
+    with pytest.raises(ValueError, match="memory_entries"):
+        torchtpu.cache.configure(memory_entries=0)
+    torchtpu.cache.configure(local_dir=cache_in["local_root"], shared_dir="", memory_entries=8)
+    assert torchtpu.cache.config()["memory_entries"] == 8
+    torchtpu.cache.clear()
+    debug.reset_metrics()
+
+    def run(n):  # one program per length
+        x = torch.arange(float(n))
+        torch.testing.assert_close((x.to("tpu") * 3).cpu(), x * 3)
+
+    for n in range(1, 21):
+        run(n)
+    s = torchtpu.cache.stats()
+    assert s["memory_entries"] <= 8 and s["memory_evictions"] >= s["misses"] - 8 > 0, s
+    run(20)  # most recent: still in memory
+    assert torchtpu.cache.stats()["memory_hits"] == s["memory_hits"] + 1
+    run(1)  # dropped long ago: loaded from the local tier, not compiled
+    s2 = torchtpu.cache.stats()
+    assert s2["local_hits"] == s["local_hits"] + 1 and s2["compilations"] == s["compilations"], s2
+
+    # Mappings stay bounded however many programs the process has compiled.
+    for n in range(21, 61):
+        run(n)
+    before = _maps()
+    for n in range(61, 261):
+        run(n)
+    assert _maps() - before < 100, (before, _maps())

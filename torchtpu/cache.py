@@ -84,11 +84,12 @@ def _identity() -> str:
 
 
 def configure(local_dir: str = None, shared_dir: str = None, max_bytes: int = None,
-              lock_timeout: float = None) -> dict:
+              lock_timeout: float = None, memory_entries: int = None) -> dict:
     """Points the disk tiers somewhere else. None takes the value from the
     settings (see the module doc); "" turns that tier off. `lock_timeout`:
-    seconds to wait for another process compiling the same graph. Returns
-    config()."""
+    seconds to wait for another process compiling the same graph.
+    `memory_entries`: how many executables the memory tier keeps (least
+    recently used ones beyond that are dropped). Returns config()."""
     on = env.get("TORCHTPU_CACHE")
     if local_dir is None:
         local_dir = (env.get("TORCHTPU_CACHE_DIR") or default_dir()) if on else ""
@@ -98,6 +99,10 @@ def configure(local_dir: str = None, shared_dir: str = None, max_bytes: int = No
         max_bytes = env.get("TORCHTPU_CACHE_MAX_BYTES")
     if lock_timeout is None:
         lock_timeout = env.get("TORCHTPU_CACHE_LOCK_TIMEOUT")
+    if memory_entries is None:
+        memory_entries = env.get("TORCHTPU_CACHE_MEMORY_ENTRIES")
+    if not 1 <= memory_entries <= 1 << 20:
+        raise ValueError(f"memory_entries={memory_entries} is out of range: expected 1 to {1 << 20}")
     if not 0 <= max_bytes < 1 << 63:
         raise ValueError(f"max_bytes={max_bytes} is out of range: expected 0 to {(1 << 63) - 1}")
     if not 0 <= lock_timeout <= 7 * 24 * 3600:
@@ -105,6 +110,7 @@ def configure(local_dir: str = None, shared_dir: str = None, max_bytes: int = No
     local_dir = os.path.abspath(os.path.expanduser(local_dir)) if local_dir else ""
     shared_dir = os.path.abspath(os.path.expanduser(shared_dir)) if shared_dir else ""
     _C._cache_set_lock_timeout(float(lock_timeout))
+    _C._cache_set_memory_entries(int(memory_entries))
     _C._cache_configure(local_dir, shared_dir, int(max_bytes), _identity() if local_dir or shared_dir else "")
     return config()
 
@@ -118,7 +124,8 @@ def _configure_at_import(plugin_path: str) -> None:
 def config() -> dict:
     """Where the tiers are: for "local" and "shared", whether each is enabled,
     its root, its entry directory (root/fingerprint) and why it is off;
-    plus the fingerprint and the size cap."""
+    plus the fingerprint, the disk size cap (max_bytes) and the memory
+    tier's bound (memory_entries)."""
     return _C._cache_config()
 
 
@@ -127,7 +134,8 @@ def stats() -> dict:
     hits (all tiers), memory_hits, local_hits, shared_hits, misses (graphs
     compiled), compilations, compile_seconds, load_seconds (disk hits),
     corrupt_entries (bad disk entries removed and rebuilt), store_errors,
-    memory_entries; and local_bytes / shared_bytes, the bytes of entries now
+    memory_entries, memory_evictions (executables dropped from memory by its
+    bound); and local_bytes / shared_bytes, the bytes of entries now
     in each disk tier (all fingerprints)."""
     return _C._cache_stats()
 

@@ -139,6 +139,9 @@ SETTINGS = {
         Setting("TORCHTPU_CACHE_LOCK_TIMEOUT", seconds(0, 7 * 24 * 3600), "600",
                 "How long a process waits for another one compiling the same graph (the per-key lock of "
                 "the disk cache) before it compiles without the lock, with one warning."),
+        Setting("TORCHTPU_CACHE_MEMORY_ENTRIES", integer(1, 1 << 20), "4096",
+                "Executables the in-memory cache tier keeps; the least recently used beyond that are "
+                "dropped (each holds JIT code mappings, of which a process may have a bounded number)."),
         Setting("XDG_CACHE_HOME", path(), "", "The user's cache directory (standard); holds the default "
                 "TORCHTPU_CACHE_DIR."),
     ]

@@ -1,5 +1,6 @@
 #include "cache/executable_cache.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <set>
@@ -54,7 +55,7 @@ pjrt::ExecutablePtr ExecutableCache::get_or_compile(const ir::GraphKey& key, con
       ++stats_.memory_hits;
       *hit = true;
       if (source != nullptr) *source = Source::kMemory;
-      return it->second;
+      return touch(it->second.pos);
     }
     auto running = in_flight_.find(key);
     if (running != in_flight_.end()) {
@@ -83,7 +84,7 @@ pjrt::ExecutablePtr ExecutableCache::get_or_compile(const ir::GraphKey& key, con
     throw;
   }
   std::lock_guard<std::mutex> lock(mu_);
-  map_.emplace(key, exe);
+  insert(key, exe);
   in_flight_.erase(key);
   if (from == Source::kCompiled) {
     ++stats_.misses;
@@ -208,7 +209,79 @@ pjrt::ExecutablePtr ExecutableCache::find(const ir::GraphKey& key) {
   ++stats_.requests;
   ++stats_.hits;
   ++stats_.memory_hits;
-  return it->second;
+  return touch(it->second.pos);
+}
+
+pjrt::ExecutablePtr ExecutableCache::touch(std::list<ir::GraphKey>::iterator it) {
+  lru_.splice(lru_.begin(), lru_, it);
+  return map_.at(*it).exe;
+}
+
+void ExecutableCache::insert(const ir::GraphKey& key, pjrt::ExecutablePtr exe) {
+  auto it = map_.find(key);
+  if (it != map_.end()) {  // one build per key at a time; keep the newest anyway
+    it->second.exe = std::move(exe);
+    touch(it->second.pos);
+    return;
+  }
+  lru_.push_front(key);
+  map_.emplace(key, Entry{std::move(exe), lru_.begin()});
+  trim();
+}
+
+namespace {
+
+// Lines of a /proc file (for /proc/self/maps: the process's mappings), or -1.
+int64_t proc_lines(const char* path) {
+  FILE* f = std::fopen(path, "r");
+  if (!f) return -1;
+  char buf[1 << 16];
+  int64_t n = 0;
+  size_t got;
+  while ((got = std::fread(buf, 1, sizeof buf, f)) > 0)
+    for (size_t i = 0; i < got; ++i) n += buf[i] == '\n';
+  std::fclose(f);
+  return n;
+}
+
+int64_t max_mappings() {
+  static const int64_t limit = [] {
+    FILE* f = std::fopen("/proc/sys/vm/max_map_count", "r");
+    long long v = -1;
+    if (f) {
+      if (std::fscanf(f, "%lld", &v) != 1) v = -1;
+      std::fclose(f);
+    }
+    return static_cast<int64_t>(v);
+  }();
+  return limit;
+}
+
+}  // namespace
+
+void ExecutableCache::trim() {
+  size_t bound = max_entries_;
+  if (++inserts_since_check_ >= 8) {
+    inserts_since_check_ = 0;
+    const int64_t limit = max_mappings(), used = limit > 0 ? proc_lines("/proc/self/maps") : -1;
+    if (used > limit / 2) bound = std::min(bound, std::max<size_t>(map_.size() * 3 / 4, 1));
+  }
+  while (map_.size() > bound) {
+    map_.erase(lru_.back());
+    lru_.pop_back();
+    ++stats_.memory_evictions;
+  }
+}
+
+void ExecutableCache::set_memory_entries(size_t n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  max_entries_ = n < 1 ? 1 : n;
+  trim();
+}
+
+size_t ExecutableCache::memory_entries() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return max_entries_;
 }
 
 void ExecutableCache::set_lock_timeout(double seconds) {
@@ -245,6 +318,7 @@ void ExecutableCache::reset_stats() {
 void ExecutableCache::clear() {
   std::lock_guard<std::mutex> lock(mu_);
   map_.clear();
+  lru_.clear();
 }
 
 int64_t ExecutableCache::clear_disk(bool local, bool shared) {

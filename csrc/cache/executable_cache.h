@@ -15,6 +15,15 @@
 //    The wait for the lock is bounded (set_lock_timeout, default 10 minutes):
 //    past it, or when the lock cannot be taken, the key is compiled without
 //    it, with one warning per process.
+// The memory tier holds at most memory_entries() executables (set_memory_entries,
+// default kDefaultMemoryEntries) and drops the least recently used beyond
+// that: each loaded executable holds JIT code mappings, and a process has a
+// bounded number of those (vm.max_map_count), past which the plugin's
+// compiler fails inside. Every few inserts it also counts the process's
+// mappings and, past half the limit, drops the older quarter of its entries
+// (large programs hold many mappings each). A dropped executable stays alive
+// while a queued execution holds it; a later request reloads it from disk or
+// recompiles.
 // A compile error reaches the caller (and the threads waiting on that key)
 // and is not cached. Disk problems never do: an entry that is corrupt or
 // that the plugin refuses is removed and rebuilt (corrupt_entries counts
@@ -24,6 +33,7 @@
 
 #include <functional>
 #include <future>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -45,6 +55,8 @@ struct CacheStats {
   int64_t requests = 0, hits = 0, misses = 0;
   int64_t memory_hits = 0, local_hits = 0, shared_hits = 0;
   int64_t corrupt_entries = 0, store_errors = 0;
+  // Executables dropped from memory by the entry bound.
+  int64_t memory_evictions = 0;
   double compile_seconds = 0, load_seconds = 0;
   // Bytes of entries in each tier's root (all fingerprints), as of the last
   // scan; not reset by reset_stats.
@@ -60,6 +72,8 @@ struct DiskConfig {
 
 class ExecutableCache {
  public:
+  static constexpr size_t kDefaultMemoryEntries = 4096;
+
   using Compile = std::function<pjrt::ExecutablePtr()>;
   using Load = std::function<pjrt::ExecutablePtr(const std::string& blob)>;
 
@@ -67,6 +81,10 @@ class ExecutableCache {
   // executable. Returns the tiers' reasons for being off ("" when on), which
   // are also warned about unless a tier was simply not asked for.
   std::pair<std::string, std::string> configure_disk(const DiskConfig& config, Load load);
+
+  // The memory tier's bound (at least 1); drops the excess at once.
+  void set_memory_entries(size_t n);
+  size_t memory_entries() const;
 
   // How long build() waits for another process's lock on a key.
   void set_lock_timeout(double seconds);
@@ -102,8 +120,20 @@ class ExecutableCache {
   pjrt::ExecutablePtr try_tier(const ir::GraphKey& key, const Tiers& tiers, bool shared);
   void store(const ir::GraphKey& key, const pjrt::Executable& exe, const Tiers& tiers);
 
+  // Under mu_: marks `it` most recently used; inserts, then trims to the bound.
+  pjrt::ExecutablePtr touch(std::list<ir::GraphKey>::iterator it);
+  void insert(const ir::GraphKey& key, pjrt::ExecutablePtr exe);
+  void trim();
+
+  struct Entry {
+    pjrt::ExecutablePtr exe;
+    std::list<ir::GraphKey>::iterator pos;  // in lru_
+  };
   mutable std::mutex mu_;
-  std::unordered_map<ir::GraphKey, pjrt::ExecutablePtr, ir::GraphKeyHash> map_;
+  std::unordered_map<ir::GraphKey, Entry, ir::GraphKeyHash> map_;
+  std::list<ir::GraphKey> lru_;  // most recently used first
+  size_t max_entries_ = kDefaultMemoryEntries;
+  int inserts_since_check_ = 0;
   std::unordered_map<ir::GraphKey, std::shared_future<pjrt::ExecutablePtr>, ir::GraphKeyHash> in_flight_;
   Tiers tiers_;
   bool serialize_failed_ = false;

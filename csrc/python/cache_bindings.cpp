@@ -30,6 +30,7 @@ py::dict config() {
   put_tier(d, "shared", shared);
   d["fingerprint"] = local ? local->fingerprint() : std::string();
   d["max_bytes"] = local ? local->max_bytes() : int64_t{0};
+  d["memory_entries"] = static_cast<int64_t>(c.memory_entries());
   return d;
 }
 
@@ -54,6 +55,7 @@ py::dict stats() {
   d["corrupt_entries"] = s.corrupt_entries;
   d["store_errors"] = s.store_errors;
   d["memory_entries"] = static_cast<int64_t>(rt.cache().size());
+  d["memory_evictions"] = s.memory_evictions;
   d["local_bytes"] = s.local_bytes;
   d["shared_bytes"] = s.shared_bytes;
   return d;
@@ -71,6 +73,8 @@ void bind_cache(py::module_& m) {
       py::call_guard<py::gil_scoped_release>());
   m.def("_cache_set_lock_timeout", [](double seconds) { Runtime::get().cache().set_lock_timeout(seconds); },
         py::arg("seconds"));
+  m.def("_cache_set_memory_entries", [](int64_t n) { Runtime::get().cache().set_memory_entries(n < 1 ? 1 : n); },
+        py::arg("n"));
   m.def("_cache_config", &config);
   m.def("_cache_stats", &stats);
   m.def(
