@@ -2,7 +2,7 @@
 
 - "debug": after every op, waiting for the device; errors surface at the op.
 - "strict": after every op, without waiting (the default).
-- "fused": ops are deferred into one pending graph per device, materialized as
+- "fused": ops are deferred into one pending graph per device and issuing thread, materialized as
   one XLA program at sync points (.item(), .cpu(), print, torchtpu.synchronize(),
   the end of backward()), at a detected loop boundary, or at the size limit
   (TORCHTPU_FUSED_MAX_OPS).
