@@ -9,12 +9,10 @@ relative 1e-4), the same parameter sharing (GPT-2, BERT and T5 tie the output
 projection to the input embedding), and no op on the CPU fallback. Attention
 is the models' default for users, "sdpa".
 
-The optimizer is SGD with momentum and weight decay, as in test_zoo: Adam
-divides by the gradient's running magnitude, which turns the rounding noise
-of an exactly zero gradient into lr-sized steps on both devices, so final
-weights could not be compared."""
-import copy
+The training and the checks are compare.assert_trains_as_on_cpu's, as in
+test_zoo."""
 import os
+import sys
 
 # Before transformers is imported: it reads these at import.
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -26,7 +24,8 @@ import torch  # noqa: E402
 # A pinned test dependency (requirements.txt): `make test` installs it.
 transformers = pytest.importorskip("transformers", reason="the Hugging Face model tests need transformers")
 
-import torchtpu  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compare import assert_trains_as_on_cpu, sharing  # noqa: E402
 
 STEPS = 5
 BATCH = 2
@@ -39,15 +38,16 @@ def _tokens(g, length=SEQ, low=0):
     return torch.randint(low, VOCAB, (BATCH, length), generator=g)
 
 
+def _causal_lm_batch(g):
+    ids = _tokens(g)
+    return {"input_ids": ids, "labels": ids}
+
+
 def _gpt2():
     config = transformers.GPT2Config(vocab_size=VOCAB, n_positions=SEQ, n_embd=32, n_layer=2, n_head=4,
                                      resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
                                      attn_implementation=ATTN)
-
-    def batch(g):
-        ids = _tokens(g)
-        return {"input_ids": ids, "labels": ids}
-    return transformers.GPT2LMHeadModel(config), batch
+    return transformers.GPT2LMHeadModel(config), _causal_lm_batch
 
 
 def _bert():
@@ -88,11 +88,7 @@ def _llama():
     config = transformers.LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=SEQ,
                                       attn_implementation=ATTN)
-
-    def batch(g):
-        ids = _tokens(g)
-        return {"input_ids": ids, "labels": ids}
-    return transformers.LlamaForCausalLM(config), batch
+    return transformers.LlamaForCausalLM(config), _causal_lm_batch
 
 
 def _vit():
@@ -111,30 +107,6 @@ MODELS = {"gpt2": _gpt2, "bert": _bert, "t5": _t5, "llama": _llama, "vit": _vit}
 TIED = {"gpt2", "bert", "t5"}
 
 
-def _train(model, batches, device):
-    model = copy.deepcopy(model).to(device)
-    model.train()
-    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=0.01)
-    losses, grads = [], []
-    for inputs in batches:
-        loss = model(**{k: v.to(device) for k, v in inputs.items()}).loss
-        opt.zero_grad()
-        loss.backward()
-        grads.append([None if p.grad is None else p.grad.detach().cpu().clone() for p in model.parameters()])
-        opt.step()
-        losses.append(loss.item())
-    return model, losses, grads
-
-
-def _sharing(model):
-    """For each parameter (in named_parameters(remove_duplicate=False)
-    order), the index of the first name bound to the same object."""
-    first, out = {}, []
-    for i, (_, p) in enumerate(model.named_parameters(remove_duplicate=False)):
-        out.append(first.setdefault(id(p), i))
-    return out
-
-
 @pytest.mark.parametrize("mode", ["debug", "strict", "fused"])
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_hf_model_trains_as_on_cpu(name, mode):
@@ -143,27 +115,7 @@ def test_hf_model_trains_as_on_cpu(name, mode):
     assert model.config._attn_implementation == ATTN
     g = torch.Generator().manual_seed(1)
     batches = [batch_of(g) for _ in range(STEPS)]
-    sharing = _sharing(model)
-    assert (sharing != list(range(len(sharing)))) == (name in TIED), sharing
-    cpu_model, cpu_losses, cpu_grads = _train(model, batches, "cpu")
-    torchtpu.debug.reset_metrics()
-    with torchtpu.eager_mode(mode):
-        tpu_model, tpu_losses, tpu_grads = _train(model, batches, "tpu")
-    assert torchtpu.debug.metrics()["cpu_fallbacks"] == {}
-    assert _sharing(tpu_model) == _sharing(cpu_model) == sharing
-    torch.testing.assert_close(torch.tensor(tpu_losses), torch.tensor(cpu_losses), rtol=1e-4, atol=1e-6)
-    names = [n for n, _ in cpu_model.named_parameters()]
-    for step, (tpu_step, cpu_step) in enumerate(zip(tpu_grads, cpu_grads)):
-        for n, g_tpu, g_cpu in zip(names, tpu_step, cpu_step):
-            assert (g_tpu is None) == (g_cpu is None), f"step {step}, grad of {n}"
-            if g_cpu is None:
-                continue
-            # Relative to the tensor's largest gradient: elements near zero
-            # carry the rounding of the others.
-            atol = 1e-4 * g_cpu.abs().max().item() + 1e-7
-            torch.testing.assert_close(g_tpu, g_cpu, rtol=1e-4, atol=atol,
-                                       msg=lambda m: f"step {step}, grad of {n}: {m}")
-    for (n, p_cpu), p_tpu in zip(cpu_model.named_parameters(), tpu_model.parameters()):
-        torch.testing.assert_close(p_tpu.detach().cpu(), p_cpu.detach(), rtol=1e-4, atol=1e-5, msg=n)
-    for (n, b_cpu), b_tpu in zip(cpu_model.named_buffers(), tpu_model.buffers()):
-        torch.testing.assert_close(b_tpu.cpu(), b_cpu, rtol=1e-4, atol=1e-5, msg=n)
+    pattern = sharing(model)
+    assert (pattern != list(range(len(pattern)))) == (name in TIED), pattern
+    assert_trains_as_on_cpu(model, batches,
+                            lambda m, inputs, device: m(**{k: v.to(device) for k, v in inputs.items()}).loss, mode)
