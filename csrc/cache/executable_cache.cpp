@@ -55,7 +55,7 @@ pjrt::ExecutablePtr ExecutableCache::get_or_compile(const ir::GraphKey& key, con
       ++stats_.memory_hits;
       *hit = true;
       if (source != nullptr) *source = Source::kMemory;
-      return touch(it->second.pos);
+      return touch(it->second);
     }
     auto running = in_flight_.find(key);
     if (running != in_flight_.end()) {
@@ -209,19 +209,19 @@ pjrt::ExecutablePtr ExecutableCache::find(const ir::GraphKey& key) {
   ++stats_.requests;
   ++stats_.hits;
   ++stats_.memory_hits;
-  return touch(it->second.pos);
+  return touch(it->second);
 }
 
-pjrt::ExecutablePtr ExecutableCache::touch(std::list<ir::GraphKey>::iterator it) {
-  lru_.splice(lru_.begin(), lru_, it);
-  return map_.at(*it).exe;
+const pjrt::ExecutablePtr& ExecutableCache::touch(Entry& e) {
+  lru_.splice(lru_.begin(), lru_, e.pos);
+  return e.exe;
 }
 
 void ExecutableCache::insert(const ir::GraphKey& key, pjrt::ExecutablePtr exe) {
   auto it = map_.find(key);
   if (it != map_.end()) {  // one build per key at a time; keep the newest anyway
     it->second.exe = std::move(exe);
-    touch(it->second.pos);
+    touch(it->second);
     return;
   }
   lru_.push_front(key);

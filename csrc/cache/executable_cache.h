@@ -120,15 +120,14 @@ class ExecutableCache {
   pjrt::ExecutablePtr try_tier(const ir::GraphKey& key, const Tiers& tiers, bool shared);
   void store(const ir::GraphKey& key, const pjrt::Executable& exe, const Tiers& tiers);
 
-  // Under mu_: marks `it` most recently used; inserts, then trims to the bound.
-  pjrt::ExecutablePtr touch(std::list<ir::GraphKey>::iterator it);
-  void insert(const ir::GraphKey& key, pjrt::ExecutablePtr exe);
-  void trim();
-
   struct Entry {
     pjrt::ExecutablePtr exe;
     std::list<ir::GraphKey>::iterator pos;  // in lru_
   };
+  // Under mu_: marks `e` most recently used; inserts, then trims to the bound.
+  const pjrt::ExecutablePtr& touch(Entry& e);
+  void insert(const ir::GraphKey& key, pjrt::ExecutablePtr exe);
+  void trim();
   mutable std::mutex mu_;
   std::unordered_map<ir::GraphKey, Entry, ir::GraphKeyHash> map_;
   std::list<ir::GraphKey> lru_;  // most recently used first
