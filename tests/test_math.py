@@ -195,3 +195,32 @@ def test_zeta_beyond_the_unrolled_series_raises():
     assert math.isclose(torch.special.zeta(x[:1], q[:1]).item(), torch.special.zeta(torch.tensor(3.0),
                                                                                   torch.tensor(2.0)).item(),
                         rel_tol=1e-6)
+
+
+POLYNOMIALS = ["chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v",
+               "chebyshev_polynomial_w", "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u",
+               "shifted_chebyshev_polynomial_v", "shifted_chebyshev_polynomial_w", "hermite_polynomial_h",
+               "hermite_polynomial_he", "laguerre_polynomial_l", "legendre_polynomial_p"]
+
+
+@pytest.mark.parametrize("name", POLYNOMIALS)
+def test_orthogonal_polynomials(name):
+    """Every degree path of the CPU kernel: negative, 0, 1, the recurrence, the closed forms past degree 4-8,
+    the interval ends, non-integer and huge degrees (the Hermite NaN past 128), broadcasting, scalars and
+    float64; the recurrence runs on the device as one loop."""
+    torchtpu.debug.reset_metrics()
+    fn = getattr(torch.special, name)
+    x = torch.cat([torch.linspace(-1.5, 1.5, 25), torch.tensor([-1.0, 0.0, 1.0, 0.5, 1e-3, 3.0, -7.0])])
+    n = torch.tensor([-3.0, -0.5, 0.0, 0.9, 1.0, 2.0, 3.0, 5.0, 6.0, 7.0, 9.0, 12.0, 40.0, 130.0, 1e30])
+    same(fn, x[:, None], n[None, :], rtol=1e-4, atol=1e-4)
+    same(fn, x.double()[:, None], n.double()[None, :], rtol=1e-9, atol=1e-9)
+    same(lambda t: fn(t, 4), x, rtol=1e-5)  # a Python degree
+    same(lambda t: fn(0.25, t), n[:12], rtol=1e-5)  # a Python x
+    same(fn, torch.tensor(0.3), torch.tensor(5.0))  # 0-d
+    same(fn, x[::2][:, None].expand(-1, 3).t(), torch.tensor([2.0, 7.0, 11.0])[:, None], rtol=1e-4)  # strided
+    same(fn, torch.empty(0, 3), torch.tensor([2.0, 3.0, 4.0]))
+    same(fn, torch.arange(-2, 3), torch.arange(5))  # integers promote
+    same(lambda a, b: fn(a, b, out=torch.empty(7, device=a.device)), x[:7], n[:7], rtol=1e-4, atol=1e-4)
+    assert_native()
+    with pytest.raises(NotImplementedError):
+        fn(x.bfloat16().to("tpu"), n[:1].bfloat16().to("tpu"))

@@ -175,17 +175,6 @@ at::Tensor& leaky_relu_backward_out(const at::Tensor& grad, const at::Tensor& se
                   });
 }
 
-// Two 32-bit keys of the device generator for one random op.
-std::pair<Value, Value> random_keys(Kernel& k, const std::optional<at::Generator>& g, const at::Tensor& t) {
-  auto* gen = at::get_generator_or_default<TpuGenerator>(g, default_generator(t.device().index()));
-  std::pair<uint32_t, uint32_t> kv;
-  {
-    std::lock_guard<std::mutex> lock(gen->mutex_);
-    kv = gen->next_keys();
-  }
-  return {k.scalar(static_cast<int64_t>(kv.first), at::kUInt32), k.scalar(static_cast<int64_t>(kv.second), at::kUInt32)};
-}
-
 // Training draws a slope per non-positive element from U(lower, upper) on the
 // device's generator (noise holds it, 1 elsewhere); evaluation is leaky_relu
 // with slope (lower + upper) / 2, computed in double as the CPU does.

@@ -390,6 +390,30 @@ at::Tensor& special_zeta_out(const at::Tensor& x, const at::Tensor& q, at::Tenso
   return out;
 }
 
+// torch.special's orthogonal polynomials: float32 and float64 (integers
+// promote; 16-bit floats are refused, as on the CPU).
+#define TPU_POLYNOMIAL(NAME, KIND)                                                                 \
+  at::Tensor& NAME##_out(const at::Tensor& x, const at::Tensor& n, at::Tensor& out) {              \
+    TPU_COUNT("aten::" #NAME ".out");                                                              \
+    const Bin f = [](Builder& b, Value xv, Value nv) {                                              \
+      return ops::orthogonal_polynomial(b, ops::Polynomial::KIND, xv, nv);                         \
+    };                                                                                             \
+    binary("aten::" #NAME ".out", #NAME, Rule::kNoHalf, f, x, n, Dest::kOut, &out);                \
+    return out;                                                                                    \
+  }
+TPU_POLYNOMIAL(special_chebyshev_polynomial_t, kChebyshevT)
+TPU_POLYNOMIAL(special_chebyshev_polynomial_u, kChebyshevU)
+TPU_POLYNOMIAL(special_chebyshev_polynomial_v, kChebyshevV)
+TPU_POLYNOMIAL(special_chebyshev_polynomial_w, kChebyshevW)
+TPU_POLYNOMIAL(special_shifted_chebyshev_polynomial_t, kShiftedT)
+TPU_POLYNOMIAL(special_shifted_chebyshev_polynomial_u, kShiftedU)
+TPU_POLYNOMIAL(special_shifted_chebyshev_polynomial_v, kShiftedV)
+TPU_POLYNOMIAL(special_shifted_chebyshev_polynomial_w, kShiftedW)
+TPU_POLYNOMIAL(special_hermite_polynomial_h, kHermiteH)
+TPU_POLYNOMIAL(special_hermite_polynomial_he, kHermiteHe)
+TPU_POLYNOMIAL(special_laguerre_polynomial_l, kLaguerreL)
+TPU_POLYNOMIAL(special_legendre_polynomial_p, kLegendreP)
+
 }  // namespace
 
 #define TPU_REG(NAME)                              \
@@ -446,6 +470,18 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("signbit.out", TORCH_FN(signbit_out));
   TPU_REG(sinc)
   TPU_REG(sinh)
+  m.impl("special_chebyshev_polynomial_t.out", TORCH_FN(special_chebyshev_polynomial_t_out));
+  m.impl("special_chebyshev_polynomial_u.out", TORCH_FN(special_chebyshev_polynomial_u_out));
+  m.impl("special_chebyshev_polynomial_v.out", TORCH_FN(special_chebyshev_polynomial_v_out));
+  m.impl("special_chebyshev_polynomial_w.out", TORCH_FN(special_chebyshev_polynomial_w_out));
+  m.impl("special_hermite_polynomial_h.out", TORCH_FN(special_hermite_polynomial_h_out));
+  m.impl("special_hermite_polynomial_he.out", TORCH_FN(special_hermite_polynomial_he_out));
+  m.impl("special_laguerre_polynomial_l.out", TORCH_FN(special_laguerre_polynomial_l_out));
+  m.impl("special_legendre_polynomial_p.out", TORCH_FN(special_legendre_polynomial_p_out));
+  m.impl("special_shifted_chebyshev_polynomial_t.out", TORCH_FN(special_shifted_chebyshev_polynomial_t_out));
+  m.impl("special_shifted_chebyshev_polynomial_u.out", TORCH_FN(special_shifted_chebyshev_polynomial_u_out));
+  m.impl("special_shifted_chebyshev_polynomial_v.out", TORCH_FN(special_shifted_chebyshev_polynomial_v_out));
+  m.impl("special_shifted_chebyshev_polynomial_w.out", TORCH_FN(special_shifted_chebyshev_polynomial_w_out));
   TPU_REG_NO_INPLACE(special_airy_ai)
   TPU_REG_NO_INPLACE(special_bessel_j0)
   TPU_REG_NO_INPLACE(special_bessel_j1)

@@ -1,12 +1,10 @@
-// Matrix products, concatenation, triangular masks, arange, and random ops
-// (uniform, normal, bernoulli, dropout).
+// Matrix products, concatenation, triangular masks, arange and linspace.
 #include <ATen/WrapDimUtils.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
 #include "aten/device.h"
 #include "aten/tensor_ir.h"
-#include "ops/random.h"
 
 namespace torchtpu::aten {
 namespace {
@@ -333,110 +331,39 @@ at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t
   return out;
 }
 
-// ---- random ------------------------------------------------------------------------------
-
-TpuGenerator* gen_of(const std::optional<at::Generator>& g, const at::Tensor& t) {
-  return at::get_generator_or_default<TpuGenerator>(g, default_generator(t.device().index()));
-}
-
-std::pair<Value, Value> keys(Kernel& k, const std::optional<at::Generator>& g, const at::Tensor& t) {
-  TpuGenerator* gen = gen_of(g, t);
-  std::pair<uint32_t, uint32_t> kv;
-  {
-    std::lock_guard<std::mutex> lock(gen->mutex_);
-    kv = gen->next_keys();
+// As PyTorch's CPU kernel: exponents start + step * i (first half) and
+// end - step * (steps - 1 - i) in float64, from start and end in the result
+// dtype; base^exponent in float64 (an integer result takes the base as
+// float32 first), then converted once.
+at::Tensor& logspace_out(const at::Scalar& start, const at::Scalar& end, int64_t steps, double base, at::Tensor& out) {
+  TPU_COUNT("aten::logspace.out");
+  TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
+  TORCH_CHECK(!start.isComplex() && !end.isComplex() && !at::isComplexType(out.scalar_type()),
+              "logspace: complex values are not supported on tpu");
+  if (out.numel() != steps) out.resize_({steps});
+  if (steps == 0) return out;
+  const at::ScalarType rt = out.scalar_type(), ct = at::kDouble;
+  const bool integral = at::isIntegralType(rt, /*includeBool=*/true);
+  Kernel k("aten::logspace", out);
+  Builder& b = k.b();
+  const ir::Dims n{steps};
+  Value bv = b.broadcast_to(k.scalar(integral ? static_cast<double>(static_cast<float>(base)) : base, ct), n);
+  if (steps == 1) {
+    k.into(out, b.binary("stablehlo.power", bv, b.broadcast_to(k.scalar(start.toDouble(), ct), n)));
+    k.run();
+    return out;
   }
-  return {k.scalar(static_cast<int64_t>(kv.first), at::kUInt32), k.scalar(static_cast<int64_t>(kv.second), at::kUInt32)};
-}
-
-at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at::Generator> g) {
-  TPU_COUNT("aten::uniform_");
-  if (self.numel() == 0) return self;
-  Kernel k("aten::uniform_", self);
-  Builder& b = k.b();
-  auto [k0, k1] = keys(k, g, self);
-  ir::Dims d = to_dims(self.sizes());
-  at::ScalarType st = self.scalar_type();
-  int digits = st == at::kBFloat16 ? 8 : st == at::kHalf ? 11 : 24;
-  Value u = ops::uniform01(b, k0, k1, d, 0, digits);
-  at::ScalarType ct = st == at::kDouble ? at::kDouble : at::kFloat;
-  u = b.convert(u, to_ir(ct));
-  Value r = b.add(b.broadcast_to(k.scalar(from, ct), d), b.mul(u, b.broadcast_to(k.scalar(to - from, ct), d)));
-  k.into(self, r);
-  k.run();
-  return self;
-}
-
-at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> g) {
-  TPU_COUNT("aten::normal_");
-  TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
-  if (self.numel() == 0) return self;
-  Kernel k("aten::normal_", self);
-  Builder& b = k.b();
-  auto [k0, k1] = keys(k, g, self);
-  ir::Dims d = to_dims(self.sizes());
-  at::ScalarType ct = self.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
-  Value z = b.convert(ops::normal01(b, k0, k1, d), to_ir(ct));
-  Value r = b.add(b.broadcast_to(k.scalar(mean, ct), d), b.mul(z, b.broadcast_to(k.scalar(std, ct), d)));
-  k.into(self, r);
-  k.run();
-  return self;
-}
-
-at::Tensor& bernoulli_(at::Tensor& self, double p, std::optional<at::Generator> g) {
-  TPU_COUNT("aten::bernoulli_.float");
-  TORCH_CHECK(p >= 0 && p <= 1, "bernoulli_ expects p to be in [0, 1], but got p=", p);
-  if (self.numel() == 0) return self;
-  Kernel k("aten::bernoulli_", self);
-  Builder& b = k.b();
-  auto [k0, k1] = keys(k, g, self);
-  ir::Dims d = to_dims(self.sizes());
-  Value u = ops::uniform01(b, k0, k1, d);
-  k.into(self, b.compare(u, b.broadcast_to(k.scalar(p, at::kFloat), d), Cmp::kLT));
-  k.run();
-  return self;
-}
-
-std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, double p, std::optional<bool> train) {
-  TPU_COUNT("aten::native_dropout");
-  Kernel k("aten::native_dropout", input);
-  Builder& b = k.b();
-  Value x = k.in(input);
-  ir::Dims d = b.dims(x);
-  at::Tensor out, mask;
-  if (!train.value_or(true) || p == 0) {
-    out = k.out(x, input.scalar_type());
-    mask = k.out(b.constant(DType::kBool, 1, d), at::kBool);
-  } else {
-    auto [k0, k1] = keys(k, std::nullopt, input);
-    Value u = ops::uniform01(b, k0, k1, d);
-    Value keep = b.compare(u, b.broadcast_to(k.scalar(1.0 - p, at::kFloat), d), Cmp::kLT);
-    Value scale = b.broadcast_to(k.scalar(p == 1 ? 0.0 : 1.0 / (1.0 - p), input.scalar_type()), d);
-    out = k.out(b.select(keep, b.mul(x, scale), b.zeros_like(x)), input.scalar_type());
-    mask = k.out(keep, at::kBool);
-  }
-  k.run();
-  return {out, mask};
-}
-
-at::Tensor native_dropout_backward(const at::Tensor& grad, const at::Tensor& mask, double scale) {
-  TPU_COUNT("aten::native_dropout_backward");
-  Kernel k("aten::native_dropout_backward", grad);
-  Builder& b = k.b();
-  // grad * mask * scale, as the CPU: integer and bool gradients give the
-  // default float dtype; 16-bit ones multiply by the scale in float32; a NaN
-  // gradient stays NaN where dropped. (XLA turns a product with a converted
-  // mask into a select.)
-  const at::ScalarType rt = at::isIntegralType(grad.scalar_type(), /*includeBool=*/true)
-                                ? at::typeMetaToScalarType(at::get_default_dtype())
-                                : grad.scalar_type();
-  const at::ScalarType mt = at::isReducedFloatingType(rt) ? at::kFloat : rt;
-  Value g = k.in(grad);
-  Value m = k.in(mask, at::kBool);
-  Value kept = b.select(m, g, b.dtype(g) == ir::DType::kBool ? b.zeros_like(g) : b.mul(g, b.zeros_like(g)));
-  kept = b.convert(kept, to_ir(mt));
-  Value scaled = b.mul(kept, b.broadcast_to(k.scalar(scale, mt), b.dims(kept)));
-  at::Tensor out = k.out(scaled, rt);
+  auto in_result = [&](const at::Scalar& s) { return b.convert(b.convert(k.scalar(s, ct), to_ir(rt)), to_ir(ct)); };
+  Value s0 = in_result(start), e0 = in_result(end);
+  Value step = b.div(b.sub(e0, s0), k.scalar(at::Scalar(steps - 1), ct));
+  Value iota = b.iota(DType::kS64, n, 0);
+  Value idx = b.convert(iota, DType::kF64);
+  Value back = b.convert(b.sub(b.constant(DType::kS64, static_cast<double>(steps - 1), n), iota), DType::kF64);
+  Value stepn = b.broadcast_to(step, n);
+  Value up = b.add(b.broadcast_to(s0, n), b.mul(stepn, idx));
+  Value down = b.sub(b.broadcast_to(e0, n), b.mul(stepn, back));
+  Value first_half = b.compare(iota, b.constant(DType::kS64, static_cast<double>(steps / 2), n), ops::Cmp::kLT);
+  k.into(out, b.binary("stablehlo.power", bv, b.select(first_half, up, down)));
   k.run();
   return out;
 }
@@ -464,11 +391,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("tril.out", TORCH_FN(tril_out));
   m.impl("arange.start_out", TORCH_FN(arange_out));
   m.impl("linspace.out", TORCH_FN(linspace_out));
-  m.impl("uniform_", TORCH_FN(uniform_));
-  m.impl("normal_", TORCH_FN(normal_));
-  m.impl("bernoulli_.float", TORCH_FN(bernoulli_));
-  m.impl("native_dropout", TORCH_FN(native_dropout));
-  m.impl("native_dropout_backward", TORCH_FN(native_dropout_backward));
+  m.impl("logspace.out", TORCH_FN(logspace_out));
 }
 
 }  // namespace torchtpu::aten

@@ -266,16 +266,24 @@ std::tuple<at::Tensor&, at::Tensor&> aminmax_out(const at::Tensor& s, std::optio
   return {mn, mx};
 }
 
+// max.dim / min.dim; `vo` and `io` are the out= tensors when given.
 std::tuple<at::Tensor, at::Tensor> extreme_dim(const char* op, bool is_max, const at::Tensor& self, int64_t dim,
-                                               bool keepdim) {
+                                               bool keepdim, const at::Tensor* vo = nullptr,
+                                               const at::Tensor* io = nullptr) {
   TORCH_CHECK(self.numel() > 0, op, "(): Expected reduction dim ", dim, " to have non-zero size.");
+  if (vo) {
+    check_same_device(op, self.device(), {vo, io});
+    TORCH_CHECK(vo->scalar_type() == self.scalar_type(), "expected scalar type ", self.scalar_type(),
+                " but found ", vo->scalar_type());
+    TORCH_CHECK(io->scalar_type() == at::kLong, "expected scalar type Long but found ", io->scalar_type());
+  }
   Kernel k(op, self);
   Builder& b = k.b();
   Value x = k.in(self);
   if (self.dim() == 0) {
     at::maybe_wrap_dim(dim, int64_t{0});
-    at::Tensor v = k.out(x, self.scalar_type());
-    at::Tensor i = k.out(b.constant(DType::kS64, 0), at::kLong);
+    at::Tensor v = k.result(x, self.scalar_type(), vo);
+    at::Tensor i = k.result(b.constant(DType::kS64, 0), at::kLong, io);
     k.run();
     return {v, i};
   }
@@ -286,10 +294,22 @@ std::tuple<at::Tensor, at::Tensor> extreme_dim(const char* op, bool is_max, cons
     v = b.keepdim(v, to_dims(self.sizes()), {w});
     i = b.keepdim(i, to_dims(self.sizes()), {w});
   }
-  at::Tensor vt = k.out(v, self.scalar_type());
-  at::Tensor it = k.out(i, at::kLong);
+  at::Tensor vt = k.result(v, self.scalar_type(), vo);
+  at::Tensor it = k.result(i, at::kLong, io);
   k.run();
   return {vt, it};
+}
+std::tuple<at::Tensor&, at::Tensor&> max_dim_out(const at::Tensor& s, int64_t dim, bool keepdim, at::Tensor& v,
+                                                 at::Tensor& i) {
+  TPU_COUNT("aten::max.dim_max");
+  extreme_dim("aten::max.dim_max", true, s, dim, keepdim, &v, &i);
+  return {v, i};
+}
+std::tuple<at::Tensor&, at::Tensor&> min_dim_out(const at::Tensor& s, int64_t dim, bool keepdim, at::Tensor& v,
+                                                 at::Tensor& i) {
+  TPU_COUNT("aten::min.dim_min");
+  extreme_dim("aten::min.dim_min", false, s, dim, keepdim, &v, &i);
+  return {v, i};
 }
 std::tuple<at::Tensor, at::Tensor> max_dim(const at::Tensor& s, int64_t dim, bool keepdim) {
   TPU_COUNT("aten::max.dim");
@@ -411,6 +431,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("min", TORCH_FN(min_all));
   m.impl("max.dim", TORCH_FN(max_dim));
   m.impl("min.dim", TORCH_FN(min_dim));
+  m.impl("max.dim_max", TORCH_FN(max_dim_out));
+  m.impl("min.dim_min", TORCH_FN(min_dim_out));
   m.impl("argmax", TORCH_FN(argmax));
   m.impl("argmax.out", TORCH_FN(argmax_out));
   m.impl("argmin", TORCH_FN(argmin));

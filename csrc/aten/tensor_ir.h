@@ -77,6 +77,9 @@ class Kernel {
 // [-size, size), or [0, size) when negatives are refused, naming `what`.
 void check_index(Kernel& k, Value idx, int64_t size, bool allow_negative, Kernel::CheckKind kind,
                  const std::string& what);
+// The device generator's two 32-bit keys for one random op (`g`, else the
+// default generator of t's device), as runtime scalars of `k`; advances it.
+std::pair<Value, Value> random_keys(Kernel& k, const std::optional<at::Generator>& g, const at::Tensor& t);
 // Sync points: raises the first failed device-side check this thread
 // issued (and drops the rest); no-op when none is pending.
 void raise_failed_checks();

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,8 @@ struct Attr {
 // -0.0 equal to 0.0 (ties keep their order when the sort is stable).
 enum class Body : uint8_t { kNone, kAdd, kMul, kMax, kMin, kAnd, kOr, kReplace, kSortAsc, kSortDesc };
 
+class Graph;
+
 struct Node {
   const char* op;  // StableHLO op name; kParameter for graph inputs
   std::vector<Value> operands;
@@ -64,6 +67,9 @@ struct Node {
   Body body = Body::kNone;
   int64_t param_index = -1;  // parameters only
   double constant = 0;       // constants only: the splat value
+  // stablehlo.while only: the condition and the body, each a self-contained
+  // graph whose parameters are the carried values (no outer value is used).
+  std::vector<std::shared_ptr<const Graph>> regions;
 };
 
 extern const char* const kParameter;

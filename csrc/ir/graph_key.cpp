@@ -71,6 +71,12 @@ GraphKey graph_key(const Graph& g, const GraphKey& salt) {
     uint64_t c;
     std::memcpy(&c, &n.constant, 8);
     h.u64(c);
+    h.u64(n.regions.size());
+    for (const auto& r : n.regions) {
+      const GraphKey k = graph_key(*r, GraphKey{});
+      h.u64(k.hi);
+      h.u64(k.lo);
+    }
   }
   h.u64(0xFFFF0000u + g.outputs.size());
   for (const Value& v : g.outputs) h.u64((static_cast<uint64_t>(v.node) << 16) ^ v.index);

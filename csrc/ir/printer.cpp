@@ -79,7 +79,9 @@ std::string literal(DType t, double v) {
 
 class Printer {
  public:
-  explicit Printer(const Graph& g) : g_(g) {}
+  // `prefix` names the values of a region ("" at the top level), so that a
+  // region's names never collide with those of the graphs around it.
+  Printer(const Graph& g, std::ostringstream& os, std::string prefix = "") : g_(g), os_(os), p_(std::move(prefix)) {}
 
   std::string run() {
     os_ << "module @torchtpu attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {\n";
@@ -112,11 +114,27 @@ class Printer {
     return os_.str();
   }
 
+  // A region: its parameters are the block arguments, its outputs returned.
+  void print_region() {
+    os_ << "{\n    ^bb0(";
+    for (int i = 0; i < g_.num_parameters(); ++i)
+      os_ << (i ? ", " : "") << "%" << p_ << "a" << i << ": " << tensor_type(g_.parameter_type(i));
+    os_ << "):\n";
+    const auto& nodes = g_.nodes();
+    for (size_t i = 0; i < nodes.size(); ++i) print_node(static_cast<int>(i), nodes[i]);
+    os_ << "    \"stablehlo.return\"(";
+    for (size_t i = 0; i < g_.outputs.size(); ++i) os_ << (i ? ", " : "") << name(g_.outputs[i]);
+    os_ << ") : (";
+    for (size_t i = 0; i < g_.outputs.size(); ++i) os_ << (i ? ", " : "") << tensor_type(g_.type(g_.outputs[i]));
+    os_ << ") -> ()\n    }";
+  }
+
  private:
   std::string name(Value v) const {
     const Node& n = g_.nodes()[v.node];
-    if (n.op == kParameter) return "%arg" + std::to_string(n.param_index);
-    std::string s = "%" + std::to_string(v.node);
+    if (n.op == kParameter)
+      return (p_.empty() ? "%arg" : "%" + p_ + "a") + std::to_string(n.param_index);
+    std::string s = "%" + p_ + std::to_string(v.node);
     if (n.results.size() > 1) s += "#" + std::to_string(v.index);
     return s;
   }
@@ -124,7 +142,7 @@ class Printer {
   // A sort comparator: block arguments (lhs_i, rhs_i) per operand; only the
   // first operand's pair is compared.
   void print_sort_body(int id, const Node& n) {
-    const std::string p = "%b" + std::to_string(id) + "_";
+    const std::string p = "%b" + p_ + std::to_string(id) + "_";
     os_ << " ({\n    ^bb0(";
     for (size_t i = 0; i < 2 * n.operands.size(); ++i) {
       if (i) os_ << ", ";
@@ -137,7 +155,7 @@ class Printer {
     const bool asc = n.body == Body::kSortAsc;
     int tmp = 0;
     auto cmp = [&](const std::string& a, const std::string& b, const char* dir) {
-      std::string r = "%c" + std::to_string(id) + "_" + std::to_string(tmp++);
+      std::string r = "%c" + p_ + std::to_string(id) + "_" + std::to_string(tmp++);
       os_ << "      " << r << " = \"stablehlo.compare\"(" << a << ", " << b
           << ") {comparison_direction = #stablehlo<comparison_direction " << dir
           << ">, compare_type = #stablehlo<comparison_type " << ctype << ">} : (" << t << ", " << t
@@ -145,7 +163,7 @@ class Printer {
       return r;
     };
     auto logic = [&](const char* op, const std::string& a, const std::string& b) {
-      std::string r = "%c" + std::to_string(id) + "_" + std::to_string(tmp++);
+      std::string r = "%c" + p_ + std::to_string(id) + "_" + std::to_string(tmp++);
       os_ << "      " << r << " = \"" << op << "\"(" << a << ", " << b
           << ") : (tensor<i1>, tensor<i1>) -> tensor<i1>\n";
       return r;
@@ -171,7 +189,7 @@ class Printer {
     std::vector<std::string> lhs, rhs;
     for (size_t i = 0; i < 2 * k; ++i) {
       DType dt = g_.type(n.operands[i % k]).dtype;
-      std::string arg = "%b" + std::to_string(id) + "_" + std::to_string(i);
+      std::string arg = "%b" + p_ + std::to_string(id) + "_" + std::to_string(i);
       (i < k ? lhs : rhs).push_back(arg);
       if (i) os_ << ", ";
       os_ << arg << ": tensor<" << mlir_name(dt) << ">";
@@ -192,7 +210,7 @@ class Printer {
     for (size_t i = 0; i < k; ++i) {
       std::string t = std::string("tensor<") + mlir_name(g_.type(n.operands[i]).dtype) + ">";
       if (op) {
-        std::string r = "%r" + std::to_string(id) + "_" + std::to_string(i);
+        std::string r = "%r" + p_ + std::to_string(id) + "_" + std::to_string(i);
         os_ << "      " << r << " = \"" << op << "\"(" << lhs[i] << ", " << rhs[i] << ") : (" << t
             << ", " << t << ") -> " << t << "\n";
         results.push_back(r);
@@ -221,12 +239,20 @@ class Printer {
 
   void print_node(int id, const Node& n) {
     if (n.op == kParameter) return;
-    os_ << "    %" << id;
+    os_ << "    %" << p_ << id;
     if (n.results.size() > 1) os_ << ":" << n.results.size();
     os_ << " = \"" << n.op << "\"(";
     for (size_t i = 0; i < n.operands.size(); ++i) os_ << (i ? ", " : "") << name(n.operands[i]);
     os_ << ")";
     if (n.body != Body::kNone) print_body(id, n);
+    if (!n.regions.empty()) {
+      os_ << " (";
+      for (size_t r = 0; r < n.regions.size(); ++r) {
+        if (r) os_ << ", ";
+        Printer(*n.regions[r], os_, p_ + "w" + std::to_string(id) + "r" + std::to_string(r) + "_").print_region();
+      }
+      os_ << ")";
+    }
     if (n.op == kConstant) {
       const Type& t = n.results[0];
       os_ << " {value = dense<" << literal(t.dtype, n.constant) << "> : " << tensor_type(t) << "}";
@@ -253,7 +279,8 @@ class Printer {
   }
 
   const Graph& g_;
-  std::ostringstream os_;
+  std::ostringstream& os_;
+  std::string p_;
 };
 
 }  // namespace
@@ -266,6 +293,9 @@ std::string tensor_type(const Type& t) {
   return s;
 }
 
-std::string print_stablehlo(const Graph& g) { return Printer(g).run(); }
+std::string print_stablehlo(const Graph& g) {
+  std::ostringstream os;
+  return Printer(g, os).run();
+}
 
 }  // namespace torchtpu::ir

@@ -396,4 +396,31 @@ Value Builder::cholesky(Value a, bool lower) {
   return g_.add("stablehlo.cholesky", {a}, type(a), {Attr::text("lower", lower ? "true" : "false")});
 }
 
+std::vector<Value> Builder::while_loop(const std::vector<Value>& init, const LoopCond& cond, const LoopBody& body) {
+  std::vector<Type> types;
+  for (Value v : init) types.push_back(type(v));
+  auto region = [&](auto&& fn, const char* what) {
+    auto g = std::make_shared<ir::Graph>();
+    Builder rb(*g);
+    std::vector<Value> args;
+    for (const Type& t : types) args.push_back(g->parameter(t));
+    g->outputs = fn(rb, args);
+    return std::pair<std::shared_ptr<ir::Graph>, const char*>{g, what};
+  };
+  auto [c, cw] = region([&](Builder& rb, const std::vector<Value>& a) { return std::vector<Value>{cond(rb, a)}; },
+                        "condition");
+  auto [bd, bw] = region(body, "body");
+  if (c->outputs.size() != 1 || c->type(c->outputs[0]) != Type{DType::kBool, {}})
+    throw LoweringError(std::string("while: the ") + cw + " must return one 0-d bool");
+  if (bd->outputs.size() != types.size())
+    throw LoweringError(std::string("while: the ") + bw + " must return every carried value");
+  for (size_t i = 0; i < types.size(); ++i)
+    if (bd->type(bd->outputs[i]) != types[i])
+      throw LoweringError("while: carried value " + std::to_string(i) + " changes type " + shape_str(types[i].dims) +
+                          " -> " + shape_str(bd->type(bd->outputs[i]).dims));
+  std::vector<Value> out = g_.add_multi("stablehlo.while", init, types);
+  g_.mutable_nodes()[out[0].node].regions = {c, bd};
+  return out;
+}
+
 }  // namespace torchtpu::ops

@@ -3,6 +3,7 @@
 // lowering fails while building, not inside XLA.
 #pragma once
 
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -49,6 +50,7 @@ class Builder {
   // Bitwise on integers, logical on bool.
   Value logical_or(Value a, Value b) { return binary_bcast("stablehlo.or", a, b); }
   Value logical_and(Value a, Value b) { return binary_bcast("stablehlo.and", a, b); }
+  Value logical_not(Value a) { return unary("stablehlo.not", a); }
   Value exp(Value a) { return unary("stablehlo.exponential", a); }
   Value log(Value a) { return unary("stablehlo.log", a); }
   Value sqrt(Value a) { return unary("stablehlo.sqrt", a); }
@@ -117,6 +119,14 @@ class Builder {
   // (ir::Body::kSortAsc / kSortDesc: PyTorch's NaN order); all are permuted
   // alike, e.g. keys with an iota of indices. `stable` keeps ties in order.
   std::vector<Value> sort(const std::vector<Value>& operands, int64_t dim, bool descending, bool stable);
+
+  // stablehlo.while over the carried values `init`: `cond` maps them to a 0-d
+  // bool, `body` to their next values (same types). Each is built in a graph
+  // of its own that sees only the carried values and structural constants, so
+  // loop invariants are passed in `init` too. Returns the final values.
+  using LoopCond = std::function<Value(Builder&, const std::vector<Value>&)>;
+  using LoopBody = std::function<std::vector<Value>(Builder&, const std::vector<Value>&)>;
+  std::vector<Value> while_loop(const std::vector<Value>& init, const LoopCond& cond, const LoopBody& body);
 
  private:
   ir::Graph& g_;

@@ -81,4 +81,13 @@ Value fmin(Builder& b, Value x, Value y);
 Value logaddexp(Builder& b, Value x, Value y);
 Value logaddexp2(Builder& b, Value x, Value y);
 
+// torch.special's orthogonal polynomials of degree n (x's float dtype; n is
+// truncated toward zero as the CPU casts it) at x, as PyTorch's CPU kernels.
+enum class Polynomial {
+  kChebyshevT, kChebyshevU, kChebyshevV, kChebyshevW,
+  kShiftedT, kShiftedU, kShiftedV, kShiftedW,
+  kHermiteH, kHermiteHe, kLaguerreL, kLegendreP,
+};
+Value orthogonal_polynomial(Builder& b, Polynomial kind, Value x, Value n);
+
 }  // namespace torchtpu::ops

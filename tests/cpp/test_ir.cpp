@@ -17,6 +17,7 @@ using namespace torchtpu;
 using ir::DType;
 using ir::Graph;
 using ir::Type;
+using ir::Value;
 
 namespace {
 
@@ -100,6 +101,51 @@ TEST(Printer, SortComparatorOrdersNaNAndCarriesOperands) {
                       "(tensor<2x3xf32>, tensor<2x3xi64>)"),
             std::string::npos)
       << text;
+}
+
+// A while loop: regions print as blocks with their own value names, and the
+// body's contents are part of the graph key.
+Graph counting_loop(double step) {
+  Graph g;
+  ops::Builder b(g);
+  auto n = g.parameter(Type{DType::kS64, {}});
+  auto zero = b.constant(DType::kS64, 0);
+  g.outputs = b.while_loop(
+      {zero, n},
+      [](ops::Builder& rb, const std::vector<Value>& a) { return rb.compare(a[0], a[1], ops::Cmp::kLT); },
+      [step](ops::Builder& rb, const std::vector<Value>& a) {
+        return std::vector<Value>{rb.add(a[0], rb.constant(DType::kS64, step)), a[1]};
+      });
+  return g;
+}
+
+TEST(Printer, WhileLoopRegions) {
+  std::string text = ir::print_stablehlo(counting_loop(1));
+  EXPECT_NE(text.find("%2:2 = \"stablehlo.while\"(%1, %arg0) ({"), std::string::npos) << text;
+  EXPECT_NE(text.find("^bb0(%w2r0_a0: tensor<i64>, %w2r0_a1: tensor<i64>):"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"stablehlo.return\"(%w2r0_2) : (tensor<i1>) -> ()"), std::string::npos) << text;
+  EXPECT_NE(text.find("%w2r1_3 = \"stablehlo.add\"(%w2r1_a0, %w2r1_2)"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"stablehlo.return\"(%w2r1_3, %w2r1_a1) : (tensor<i64>, tensor<i64>) -> ()"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find(": (tensor<i64>, tensor<i64>) -> (tensor<i64>, tensor<i64>)"), std::string::npos) << text;
+}
+
+TEST(GraphKey, WhileBodyMatters) {
+  EXPECT_EQ(ir::graph_key(counting_loop(1), {}), ir::graph_key(counting_loop(1), {}));
+  EXPECT_FALSE(ir::graph_key(counting_loop(1), {}) == ir::graph_key(counting_loop(2), {}));
+}
+
+TEST(Builder, WhileBodyMustKeepTypes) {
+  Graph g;
+  ops::Builder b(g);
+  auto x = g.parameter(Type{DType::kF32, {2}});
+  EXPECT_THROW(b.while_loop(
+                   {x}, [](ops::Builder& rb, const std::vector<Value>&) { return rb.constant(DType::kBool, 0); },
+                   [](ops::Builder& rb, const std::vector<Value>&) {
+                     return std::vector<Value>{rb.constant(DType::kF32, 0, {3})};
+                   }),
+               ops::LoweringError);
 }
 
 TEST(GraphKey, StructuralAndStable) {
