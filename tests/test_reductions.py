@@ -103,3 +103,37 @@ def test_equal():
     assert torch.equal(n, n) == torch.equal(NAN, NAN)
     assert torch.equal(torch.empty(0, device="tpu"), torch.empty(0, device="tpu"))
     assert torchtpu.debug.metrics()["cpu_fallbacks"] == {}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.int32,
+                                   torch.int8, torch.uint8, torch.bool])
+def test_hash_tensor_matches_the_cpu(dtype):
+    """hash_tensor: the xor of each element's 64-bit pattern (floats as float64), over all or some dims."""
+    torchtpu.debug.reset_metrics()
+    g = torch.Generator().manual_seed(0)
+    x = (torch.randn(3, 4, 5, generator=g) * 100).to(dtype)
+    if dtype.is_floating_point:
+        x[0, 0, 0] = float("nan")
+        x[0, 0, 1] = -0.0
+    for kw in ({}, {"dim": 1}, {"dim": (0, 2), "keepdim": True}, {"dim": -1}):
+        want = torch.hash_tensor(x, **kw)
+        got = torch.hash_tensor(x.to("tpu"), **kw).cpu()
+        assert got.dtype == torch.uint64 and got.shape == want.shape
+        assert torch.equal(got.view(torch.int64), want.view(torch.int64)), kw
+    for t in (x[:, :0], x[:, :0].to("tpu")):  # both refuse an empty reduction
+        with pytest.raises(RuntimeError, match="Expected reduction dim"):
+            torch.hash_tensor(t)
+        with pytest.raises(IndexError, match="to have non-zero size"):
+            torch.hash_tensor(t, dim=1)
+    assert torch.equal(torch.hash_tensor(x[:, :0].to("tpu"), dim=2).cpu().view(torch.int64),
+                       torch.hash_tensor(x[:, :0], dim=2).view(torch.int64))
+    torchtpu.synchronize()
+    assert torchtpu.debug.metrics()["cpu_fallbacks"] == {}
+
+
+def test_sgn_backward_runs_on_the_device():
+    torchtpu.debug.reset_metrics()
+    x = torch.tensor([-2.0, 0.0, 3.0], device="tpu", requires_grad=True)
+    torch.sgn(x).sum().backward()
+    assert torch.equal(x.grad.cpu(), torch.zeros(3))
+    assert torchtpu.debug.metrics()["cpu_fallbacks"] == {}

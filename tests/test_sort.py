@@ -272,3 +272,39 @@ def test_histc(dtype):
     check(lambda t: torch.histc(t, 5, 0, 1), torch.empty(0, dtype=dtype))
     with pytest.raises(RuntimeError, match="max must be larger than min"):
         torch.histc(x.to("tpu"), 3, 2, 1)
+
+
+def _same_unique(fn, x):
+    want = fn(x)
+    got = fn(x.to("tpu"))
+    want = want if isinstance(want, tuple) else (want,)
+    got = got if isinstance(got, tuple) else (got,)
+    for g, w in zip(got, want):
+        g = g.cpu()
+        assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, w.shape)
+        torch.testing.assert_close(g, w, equal_nan=True, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool, torch.bfloat16])
+def test_unique_and_unique_consecutive(dtype):
+    """Sorted unique, consecutive unique, flat and along each dim, with inverse and counts, against the CPU;
+    each NaN is its own value; empty and 0-d inputs; no CPU fallback."""
+    torchtpu.debug.reset_metrics()
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(0, 3, (4, 3, 5), generator=g).to(dtype)
+    for kw in ({}, {"return_inverse": True}, {"return_counts": True},
+               {"return_inverse": True, "return_counts": True}):
+        _same_unique(lambda t: torch.unique(t, **kw), x)
+        _same_unique(lambda t: torch.unique_consecutive(t, **kw), x)
+        for dim in (0, 1, -1):
+            _same_unique(lambda t: torch.unique(t, dim=dim, **kw), x)
+            _same_unique(lambda t: torch.unique_consecutive(t, dim=dim, **kw), x)
+        _same_unique(lambda t: torch.unique(t, **kw), x[:, 1, ::2])  # strided
+        _same_unique(lambda t: torch.unique(t, **kw), x.new_tensor(1))  # 0-d
+        _same_unique(lambda t: torch.unique(t, **kw), x[:0])
+    if dtype == torch.float32:
+        y = torch.tensor([2.0, float("nan"), 1.0, float("nan"), -0.0, 0.0, 2.0])
+        _same_unique(lambda t: torch.unique(t, return_inverse=True, return_counts=True), y)
+        _same_unique(lambda t: torch.unique_consecutive(t, return_counts=True), y)
+    torchtpu.synchronize()
+    assert torchtpu.debug.metrics()["cpu_fallbacks"] == {}

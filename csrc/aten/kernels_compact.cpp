@@ -1,5 +1,6 @@
 // Ops whose output size depends on the data: nonzero (and argwhere through
-// it), masked_select, repeat_interleave of a repeats tensor; and
+// it), masked_select, repeat_interleave of a repeats tensor, unique and
+// unique_consecutive (flat or along a dim); and
 // nonzero_static, whose size is given. As on CUDA,
 // the number of true elements is read back (a sync point); the compaction
 // itself runs on the device.
@@ -9,6 +10,7 @@
 #include "aten/tensor_ir.h"
 #include "ops/index.h"
 #include "ops/scan.h"
+#include "ops/unique.h"
 
 namespace torchtpu::aten {
 namespace {
@@ -138,9 +140,107 @@ at::Tensor repeat_interleave_tensor(const at::Tensor& repeats, std::optional<int
   return out;
 }
 
+// unique / unique_consecutive of the flat tensor (dim none) or of the slices
+// along `dim`: the number of groups is read back (a sync point), then one
+// program computes values, inverse and counts. As the CPU: results are sorted
+// whatever `sorted` says (the CPU always sorts), and inverse / counts not
+// asked for are empty.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_impl(const char* op, const at::Tensor& self,
+                                                           std::optional<int64_t> dim, bool sorted,
+                                                           bool return_inverse, bool return_counts) {
+  TORCH_CHECK(!self.is_complex(), op, ": complex tensors are not supported");
+  const c10::DeviceIndex dev = self.device().index();
+  auto empty_long = [&] { return empty_device({0}, at::kLong, dev); };
+  int64_t wd = 0, n = 0, cols = 1;
+  if (dim) {
+    wd = at::maybe_wrap_dim(*dim, self.dim());
+    const auto zeros = std::count(self.sizes().begin(), self.sizes().end(), 0);
+    if (self.size(wd) == 0) {
+      TORCH_CHECK(zeros == 1, "Number of zero sized dimensions is more than one, so unique cannot be applied ");
+      return {empty_device(self.sizes(), self.scalar_type(), dev), empty_long(), empty_long()};
+    }
+    TORCH_CHECK(zeros == 0, "There are 0 sized dimensions, and they aren't selected, so unique cannot be applied");
+    n = self.size(wd);
+    cols = self.numel() / n;
+  } else {
+    n = self.numel();
+    if (n == 0)
+      return {empty_device({0}, self.scalar_type(), dev),
+              return_inverse ? empty_device(self.sizes(), at::kLong, dev) : empty_long(), empty_long()};
+  }
+  // The rows: `dim` moved first, the rest flattened.
+  std::vector<int64_t> perm{wd};
+  for (int64_t i = 0; i < self.dim(); ++i)
+    if (!dim || i != wd) perm.push_back(i);
+  auto rows = [&](Kernel& k) {
+    Builder& b = k.b();
+    Value x = k.in(self);
+    if (dim) x = b.transpose(x, perm);
+    return b.reshape(x, {n, cols});
+  };
+  int64_t m = 0;
+  {
+    Kernel k(op, self);
+    at::Tensor c = k.out(ops::group_count(k.b(), ops::row_groups(k.b(), rows(k), sorted)), at::kLong);
+    k.run();
+    m = c.item<int64_t>();
+  }
+  Kernel k(op, self);
+  Builder& b = k.b();
+  Value x = rows(k);
+  ops::Unique u = ops::unique_rows(b, x, ops::row_groups(b, x, sorted), m);
+  Value values;
+  if (dim) {
+    ir::Dims moved{m};
+    for (size_t i = 1; i < perm.size(); ++i) moved.push_back(self.size(perm[i]));
+    std::vector<int64_t> back(perm.size());
+    for (size_t i = 0; i < perm.size(); ++i) back[perm[i]] = static_cast<int64_t>(i);
+    values = b.transpose(b.reshape(u.values, moved), back);
+  } else {
+    values = b.reshape(u.values, {m});
+  }
+  at::Tensor vt = k.out(values, self.scalar_type());
+  at::Tensor it = return_inverse ? k.out(dim ? u.inverse : b.reshape(u.inverse, to_dims(self.sizes())), at::kLong)
+                                 : empty_long();
+  at::Tensor ct = return_counts ? k.out(u.counts, at::kLong) : empty_long();
+  k.run();
+  return {vt, it, ct};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> unique2(const at::Tensor& self, bool sorted, bool return_inverse,
+                                                       bool return_counts) {
+  TPU_COUNT("aten::_unique2");
+  return unique_impl("aten::_unique2", self, std::nullopt, true, return_inverse, return_counts);
+}
+std::tuple<at::Tensor, at::Tensor> unique(const at::Tensor& self, bool sorted, bool return_inverse) {
+  TPU_COUNT("aten::_unique");
+  auto [v, i, c] = unique_impl("aten::_unique", self, std::nullopt, true, return_inverse, false);
+  return {v, i};
+}
+std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_dim(const at::Tensor& self, int64_t dim, bool sorted,
+                                                          bool return_inverse, bool return_counts) {
+  TPU_COUNT("aten::unique_dim");
+  return unique_impl("aten::unique_dim", self, dim, true, return_inverse, return_counts);
+}
+std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_consecutive(const at::Tensor& self, bool return_inverse,
+                                                                  bool return_counts, std::optional<int64_t> dim) {
+  TPU_COUNT("aten::unique_consecutive");
+  return unique_impl("aten::unique_consecutive", self, dim, false, return_inverse, return_counts);
+}
+std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_dim_consecutive(const at::Tensor& self, int64_t dim,
+                                                                      bool return_inverse, bool return_counts) {
+  TPU_COUNT("aten::unique_dim_consecutive");
+  return unique_impl("aten::unique_dim_consecutive", self, dim, false, return_inverse, return_counts);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_unique", TORCH_FN(unique));
+  m.impl("_unique2", TORCH_FN(unique2));
+  m.impl("unique_dim", TORCH_FN(unique_dim));
+  m.impl("unique_consecutive", TORCH_FN(unique_consecutive));
+  m.impl("unique_dim_consecutive", TORCH_FN(unique_dim_consecutive));
   m.impl("masked_select", TORCH_FN(masked_select));
   m.impl("masked_select.out", TORCH_FN(masked_select_out));
   m.impl("nonzero", TORCH_FN(nonzero));

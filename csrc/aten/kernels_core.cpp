@@ -182,6 +182,17 @@ at::Tensor& zero_(at::Tensor& self) {
   return self;
 }
 
+// A dense zero tensor: autograd asks for a ZeroTensor where a gradient is
+// known to be zero (e.g. sgn's backward); its values are what matter, and
+// every tpu op reads a dense tensor.
+at::Tensor efficientzerotensor(at::IntArrayRef size, std::optional<at::ScalarType> dtype,
+                               std::optional<at::Layout> layout, std::optional<at::Device> device,
+                               std::optional<bool> pin_memory) {
+  TPU_COUNT("aten::_efficientzerotensor");
+  at::Tensor t = empty_memory_format(size, dtype, layout, device, pin_memory, std::nullopt);
+  return (zero_)(t);
+}
+
 at::Tensor view(const at::Tensor& self, at::IntArrayRef size) { return at::native::view(self, size); }
 at::Tensor as_strided(const at::Tensor& self, at::IntArrayRef size, at::IntArrayRef stride,
                       std::optional<int64_t> offset) {
@@ -265,6 +276,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("fill_.Scalar", TORCH_FN(fill_scalar));
   m.impl("fill_.Tensor", TORCH_FN(fill_tensor));
   m.impl("zero_", TORCH_FN(zero_));
+  m.impl("_efficientzerotensor", TORCH_FN(efficientzerotensor));
   m.impl("view", TORCH_FN(view));
   m.impl("as_strided", TORCH_FN(as_strided));
   m.impl("_reshape_alias", TORCH_FN(reshape_alias));

@@ -35,7 +35,6 @@ namespace {
 using ops::Cmp;
 
 // Mantissa digits of a float dtype (the grid uniform draws are on).
-int digits_of(at::ScalarType st) { return st == at::kBFloat16 ? 8 : st == at::kHalf ? 11 : 24; }
 at::ScalarType float_compute(at::ScalarType st) { return st == at::kDouble ? at::kDouble : at::kFloat; }
 
 // Uniform in (0, 1) (never 0 or 1), as f32: the centre of a 2^-24 grid cell.

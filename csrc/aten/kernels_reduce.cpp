@@ -266,6 +266,42 @@ std::tuple<at::Tensor&, at::Tensor&> aminmax_out(const at::Tensor& s, std::optio
   return {mn, mx};
 }
 
+// hash_tensor (mode 0, the only one): the xor of the elements' 64-bit
+// patterns (floats as float64 bits, integers converted to uint64) over `dim`
+// (all when empty), as uint64.
+at::Tensor hash_impl(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, int64_t mode, const at::Tensor* out) {
+  const char* op = out ? "aten::hash_tensor.out" : "aten::hash_tensor";
+  TORCH_CHECK(mode == 0, "hash_tensor only supports mode=0 (xor_sum), got mode=", mode);
+  TORCH_CHECK(!self.is_complex(), "hash_tensor does not support complex tensors");
+  if (out) check_same_device(op, self.device(), {out});
+  std::vector<int64_t> dims = reduce_dims(self, dim);
+  if (self.numel() == 0) {  // as the CPU's zero_numel_check_dims
+    TORCH_CHECK(!dim.empty(), "hash_tensor: Expected reduction dim to be specified for input.numel() == 0. Specify "
+                "the reduction dim with the 'dim' argument.");
+    for (int64_t d : dims)
+      TORCH_CHECK_INDEX(self.size(d) != 0, "hash_tensor: Expected reduction dim ", d, " to have non-zero size.");
+  }
+  Kernel k(op, self);
+  Builder& b = k.b();
+  Value x = k.in(self);
+  Value bits = at::isFloatingType(self.scalar_type()) ? b.bitcast_convert(b.convert(x, DType::kF64), DType::kU64)
+                                                     : b.convert(c10::isSignedType(self.scalar_type()) ? b.convert(x, DType::kS64) : x,
+                                                                 DType::kU64);
+  Value r = keep(b, b.reduce(bits, dims, ir::Body::kXor, 0), self, dims, keepdim);
+  at::Tensor res = k.result(r, at::kUInt64, out);
+  k.run();
+  return res;
+}
+at::Tensor hash_tensor(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, int64_t mode) {
+  TPU_COUNT("aten::hash_tensor");
+  return hash_impl(self, dim, keepdim, mode, nullptr);
+}
+at::Tensor& hash_tensor_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, int64_t mode, at::Tensor& out) {
+  TPU_COUNT("aten::hash_tensor.out");
+  hash_impl(self, dim, keepdim, mode, &out);
+  return out;
+}
+
 // max.dim / min.dim; `vo` and `io` are the out= tensors when given.
 std::tuple<at::Tensor, at::Tensor> extreme_dim(const char* op, bool is_max, const at::Tensor& self, int64_t dim,
                                                bool keepdim, const at::Tensor* vo = nullptr,
@@ -432,6 +468,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("max.dim", TORCH_FN(max_dim));
   m.impl("min.dim", TORCH_FN(min_dim));
   m.impl("max.dim_max", TORCH_FN(max_dim_out));
+  m.impl("hash_tensor", TORCH_FN(hash_tensor));
+  m.impl("hash_tensor.out", TORCH_FN(hash_tensor_out));
   m.impl("min.dim_min", TORCH_FN(min_dim_out));
   m.impl("argmax", TORCH_FN(argmax));
   m.impl("argmax.out", TORCH_FN(argmax_out));

@@ -55,7 +55,7 @@ struct Attr {
 // kSortAsc / kSortDesc are stablehlo.sort comparators on the first operand
 // with PyTorch's order: NaN above everything ascending and first descending,
 // -0.0 equal to 0.0 (ties keep their order when the sort is stable).
-enum class Body : uint8_t { kNone, kAdd, kMul, kMax, kMin, kAnd, kOr, kReplace, kSortAsc, kSortDesc };
+enum class Body : uint8_t { kNone, kAdd, kMul, kMax, kMin, kAnd, kOr, kReplace, kSortAsc, kSortDesc, kXor };
 
 class Graph;
 

@@ -203,6 +203,7 @@ class Printer {
       case Body::kMin: op = "stablehlo.minimum"; break;
       case Body::kAnd: op = "stablehlo.and"; break;
       case Body::kOr: op = "stablehlo.or"; break;
+      case Body::kXor: op = "stablehlo.xor"; break;
       case Body::kReplace: case Body::kNone: case Body::kSortAsc: case Body::kSortDesc: break;
     }
     std::vector<std::string> results;
