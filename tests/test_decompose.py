@@ -173,3 +173,54 @@ def test_non_finite_and_bad_arguments():
         torch.linalg.eigh(rand(3, 4).to("tpu"))
     with pytest.raises(NotImplementedError):
         torch.linalg.svd(rand(3, 3).bfloat16().to("tpu"))
+
+
+@pytest.mark.parametrize("driver", [None, "gels", "gelsy", "gelsd", "gelss"])
+@pytest.mark.parametrize("shape", [(6, 3), (3, 3), (3, 5), (2, 6, 3)])
+def test_lstsq_every_driver(driver, shape):
+    a = rand(*shape)
+    b = rand(*shape[:-1], 2)
+    want = torch.linalg.lstsq(a, b, driver=driver)
+    got = torch.linalg.lstsq(a.to("tpu"), b.to("tpu"), driver=driver)
+    for g, w in zip(got, want):  # solution, residuals, rank, singular values (empty where the driver has none)
+        close(g, w, 1e-4)
+    vec = torch.linalg.lstsq(a.to("tpu"), b[..., 0].to("tpu"), driver=driver).solution
+    close(vec, torch.linalg.lstsq(a, b[..., 0], driver=driver).solution, 1e-4)
+    no_fallbacks()
+
+
+def test_lstsq_rank_deficient_gives_the_minimum_norm_solution():
+    a = rand(6, 2) @ rand(2, 4)
+    b = rand(6, 3)
+    got = torch.linalg.lstsq(a.to("tpu"), b.to("tpu"), driver="gelsd")
+    want = torch.linalg.lstsq(a, b, driver="gelsd")
+    close(got.solution, want.solution, 1e-3)
+    close(got.rank, want.rank, 0)
+    assert got.residuals.numel() == 0 == want.residuals.numel()  # not full rank: no residuals
+    no_fallbacks()
+
+
+@pytest.mark.parametrize("p", [0.0, 0.5, 1.0, 2.0, 3.0, float("inf")])
+def test_cdist_and_pdist(p):
+    x1, x2 = rand(2, 4, 3), rand(1, 5, 3)
+    x2[0, 1] = x1[1, 2]  # a zero distance
+    for mode in ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist", "donot_use_mm_for_euclid_dist"):
+        close(torch.cdist(x1.to("tpu"), x2.to("tpu"), p=p, compute_mode=mode),
+              torch.cdist(x1, x2, p=p, compute_mode=mode), 1e-4)
+
+    def g(f, *xs):
+        xs = [x.clone().requires_grad_() for x in xs]
+        (f(*xs) * torch.arange(f(*xs).numel(), dtype=torch.float32, device=xs[0].device).view(f(*xs).shape)).sum() \
+            .backward()
+        return [x.grad for x in xs]
+
+    for got, want in zip(g(lambda a, b: torch.cdist(a, b, p=p), x1.to("tpu"), x2.to("tpu")),
+                         g(lambda a, b: torch.cdist(a, b, p=p), x1, x2)):
+        close(got, want, 1e-3)
+    y = rand(6, 3)
+    y[4] = y[1]
+    close(torch.nn.functional.pdist(y.to("tpu"), p=p), torch.nn.functional.pdist(y, p=p), 1e-4)
+    close(g(lambda a: torch.nn.functional.pdist(a, p=p), y.to("tpu"))[0],
+          g(lambda a: torch.nn.functional.pdist(a, p=p), y)[0], 1e-3)
+    close(torch.nn.functional.pdist(y[:1].to("tpu")), torch.nn.functional.pdist(y[:1]), 0)
+    no_fallbacks()

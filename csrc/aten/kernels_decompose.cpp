@@ -2,12 +2,15 @@
 // householder_product, ormqr) with LAPACK's Householder conventions, the
 // symmetric eigendecomposition (_linalg_eigh) and the SVD (_linalg_svd),
 // which the composite linalg ops (eigvalsh, svdvals, pinv, matrix_rank,
-// matrix_norm, cond, lstsq's gelsd-style paths, ...) reach. Batch dims are
+// matrix_norm, cond, ...) reach, and linalg_lstsq through the SVD. Batch dims are
 // flattened to one; float32 and float64 only, as the CPU's LAPACK.
 // Eigenvectors and singular vectors are unique only up to sign (as between
 // LAPACK and cuSOLVER); the rest matches LAPACK's to rounding.
+#include <ATen/native/LinearAlgebraUtils.h>
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
+
+#include <limits>
 
 #include "aten/tensor_ir.h"
 #include "ops/decompose.h"
@@ -308,9 +311,118 @@ std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> linalg_svd_out(const at::Tenso
   return {U, S, Vh};
 }
 
+// ---- least squares ----------------------------------------------------------------------
+
+// linalg_lstsq for every CPU driver through the SVD: the minimum-norm
+// solution V diag(1/s) U^T B over the singular values above rcond * s_max
+// (LAPACK's gelsd/gelss; gelsy's rank-revealing QR and gels's QR give the
+// same solution on the full-rank problems they are for). What each driver
+// returns is kept: rank (not gels), singular values (gelsd/gelss), the
+// squared residuals for tall problems (not gelsy; gelsd/gelss only when
+// every matrix has full rank).
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> lstsq_impl(const at::Tensor& A, const at::Tensor& Bm,
+                                                                      std::optional<double> rcond,
+                                                                      std::optional<c10::string_view> driver_opt,
+                                                                      std::array<at::Tensor*, 4> outs) {
+  const char* op = "aten::linalg_lstsq";
+  TORCH_CHECK(A.dim() >= 2, "torch.linalg.lstsq: input must have at least 2 dimensions.");
+  TORCH_CHECK(Bm.dim() >= 1, "torch.linalg.lstsq: other must have at least 1 dimension.");
+  TORCH_CHECK(A.scalar_type() == Bm.scalar_type(), "torch.linalg.lstsq: Expected input and other to have the same ",
+              "dtype, but got input's dtype ", A.scalar_type(), " and other's dtype ", Bm.scalar_type());
+  check_matrix("torch.linalg.lstsq", A);
+  check_same_device(op, A.device(), {&Bm, outs[0], outs[1], outs[2], outs[3]});
+  const bool vector = at::native::linalg_solve_is_vector_rhs(A, Bm);
+  const at::Tensor B2 = vector ? Bm.unsqueeze(-1) : Bm;
+  TORCH_CHECK(A.size(-2) == B2.size(-2), "torch.linalg.lstsq: input.size(-2) should match other.size(-2)");
+  const std::string driver(driver_opt.value_or("gelsy"));
+  TORCH_CHECK(driver == "gels" || driver == "gelsy" || driver == "gelsd" || driver == "gelss",
+              "torch.linalg.lstsq: parameter `driver` should be one of (gels, gelsy, gelsd, gelss)");
+  auto [Bx, Ax] = at::native::_linalg_broadcast_batch_dims(B2, A, nullptr);
+  const int64_t m = Ax.size(-2), n = Ax.size(-1), nrhs = Bx.size(-1), kk = std::min(m, n);
+  const std::vector<int64_t> batch = batch_of(Ax);
+  const int64_t nb = c10::multiply_integers(batch);
+  const at::ScalarType st = A.scalar_type();
+  const double eps = st == at::kDouble ? std::numeric_limits<double>::epsilon() : std::numeric_limits<float>::epsilon();
+  const double rc = rcond.value_or(eps * static_cast<double>(std::max(m, n)));
+  const bool want_rank = driver != "gels", want_sv = driver == "gelsd" || driver == "gelss";
+  const bool want_res = m > n && driver != "gelsy";
+  // gelsd/gelss return residuals only when every matrix has full rank: a
+  // data-dependent shape, so that case reads the smallest rank back first
+  // (a sync point, as on the CPU).
+  bool full = true;
+  if (want_res && driver != "gels" && Ax.numel() > 0 && Bx.numel() > 0) {
+    Kernel kr(op, A);
+    Builder& br = kr.b();
+    ops::Svd d2 = ops::jacobi_svd(br, br.reshape(kr.in(Ax), {nb, m, n}), false, false);
+    const ir::Dims sd{nb, kk};
+    Value sm = br.reduce_max(d2.s, {1});
+    Value ct = br.mul(br.broadcast_in_dim(sm, sd, {0}), br.broadcast_to(kr.scalar(rc, st), sd));
+    Value rk2 = br.reduce_sum(br.convert(br.compare(d2.s, ct, ops::Cmp::kGT), DType::kS64), {1});
+    at::Tensor mn = kr.out(br.reduce_min(rk2, {0}), at::kLong);
+    kr.run();
+    full = mn.item<int64_t>() == n;
+  }
+  Kernel k(op, A);
+  Builder& b = k.b();
+  std::vector<int64_t> sol_shape = with(batch, {n, nrhs});
+  if (vector) sol_shape.pop_back();
+  at::Tensor sol, res, rank, sv;
+  if (Ax.numel() == 0 || Bx.numel() == 0) {
+    sol = eye_like(k, sol_shape, st, false, outs[0]);
+    res = eye_like(k, want_res && nb * nrhs > 0 && m > 0 ? with(batch, {nrhs}) : std::vector<int64_t>{0}, st, false,
+                   outs[1]);
+    rank = k.result(b.constant(DType::kS64, 0, to_dims(want_rank ? batch : std::vector<int64_t>{0})), at::kLong,
+                    outs[2]);
+    sv = eye_like(k, want_sv ? with(batch, {kk}) : std::vector<int64_t>{0}, st, false, outs[3]);
+    k.run();
+    return {sol, res, rank, sv};
+  }
+  Value a = b.reshape(k.in(Ax), {nb, m, n});
+  Value rhs = b.reshape(k.in(Bx), {nb, m, nrhs});
+  ops::Svd d = ops::jacobi_svd(b, a, /*full=*/false, /*compute_uv=*/true);
+  const ir::DType t = to_ir(st);
+  const ir::Dims sd{nb, kk};
+  Value smax = b.reduce_max(d.s, {1});  // [B]
+  Value cut = b.mul(b.broadcast_in_dim(smax, sd, {0}), b.broadcast_to(k.scalar(rc, st), sd));
+  Value keep = b.compare(d.s, cut, ops::Cmp::kGT);
+  Value inv = b.select(keep, b.div(b.constant(t, 1, sd), d.s), b.constant(t, 0, sd));
+  Value ut_b = ops::matmul(b, ops::matrix_transpose(b, d.u), rhs);  // [B, k, nrhs]
+  Value scaled = b.mul(ut_b, b.broadcast_in_dim(inv, {nb, kk, nrhs}, {0, 1}));
+  Value x = ops::matmul(b, ops::matrix_transpose(b, d.vh), scaled);  // [B, n, nrhs]
+  sol = emit(k, x, sol_shape, st, outs[0]);
+  Value rk = b.reduce_sum(b.convert(keep, DType::kS64), {1});
+  rank = want_rank ? emit(k, rk, batch, at::kLong, outs[2])
+                   : k.result(b.constant(DType::kS64, 0, {0}), at::kLong, outs[2]);
+  sv = want_sv ? emit(k, d.s, with(batch, {kk}), st, outs[3]) : eye_like(k, {0}, st, false, outs[3]);
+  if (want_res) {
+    Value r = b.sub(ops::matmul(b, a, x), rhs);
+    Value rr = b.reduce_sum(b.mul(r, r), {1});  // [B, nrhs]
+    res = full ? emit(k, rr, with(batch, {nrhs}), st, outs[1]) : eye_like(k, {0}, st, false, outs[1]);
+  } else {
+    res = eye_like(k, {0}, st, false, outs[1]);
+  }
+  k.run();
+  return {sol, res, rank, sv};
+}
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> linalg_lstsq(const at::Tensor& A, const at::Tensor& B,
+                                                                        std::optional<double> rcond,
+                                                                        std::optional<c10::string_view> driver) {
+  TPU_COUNT("aten::linalg_lstsq");
+  return lstsq_impl(A, B, rcond, driver, {nullptr, nullptr, nullptr, nullptr});
+}
+std::tuple<at::Tensor&, at::Tensor&, at::Tensor&, at::Tensor&> linalg_lstsq_out(
+    const at::Tensor& A, const at::Tensor& B, std::optional<double> rcond, std::optional<c10::string_view> driver,
+    at::Tensor& sol, at::Tensor& res, at::Tensor& rank, at::Tensor& sv) {
+  TPU_COUNT("aten::linalg_lstsq.out");
+  lstsq_impl(A, B, rcond, driver, {&sol, &res, &rank, &sv});
+  return {sol, res, rank, sv};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("linalg_lstsq", TORCH_FN(linalg_lstsq));
+  m.impl("linalg_lstsq.out", TORCH_FN(linalg_lstsq_out));
   m.impl("linalg_qr", TORCH_FN(linalg_qr));
   m.impl("linalg_qr.out", TORCH_FN(linalg_qr_out));
   m.impl("geqrf", TORCH_FN(geqrf));

@@ -2,11 +2,13 @@
 // the products with a
 // bias (baddbmm, addbmm, addmv) and vdot. 16-bit products, scaling and bias
 // are computed in float32 and rounded once, as PyTorch's CPU addmm does.
+// Also cdist and pdist (ops/distance.h), forward and backward.
 #include <ATen/ExpandUtils.h>
 #include <ATen/WrapDimUtils.h>
 #include <torch/library.h>
 
 #include "aten/tensor_ir.h"
+#include "ops/distance.h"
 
 namespace torchtpu::aten {
 namespace {
@@ -217,9 +219,128 @@ at::Tensor vdot(const at::Tensor& self, const at::Tensor& other) {
   return at::dot(self, other);
 }
 
+// ---- cdist / pdist ---------------------------------------------------------------------
+
+void check_dist_input(const char* name, const char* which, const at::Tensor& x, int64_t min_dim) {
+  TORCH_CHECK(x.dim() >= min_dim, name, " only supports at least ", min_dim, "D tensors, ", which, " got: ", x.dim(),
+              "D");
+  TORCH_CHECK(at::isFloatingType(x.scalar_type()), name, " only supports floating-point dtypes, ", which,
+              " got: ", x.scalar_type());
+  TORCH_CHECK_NOT_IMPLEMENTED(x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble, "\"", name,
+                              "\" not implemented for '", x.scalar_type(), "'");
+}
+
+// x1 [..., r1, c] and x2 [..., r2, c] with their batch dims broadcast, as [B, r, c].
+struct DistBatch {
+  std::vector<int64_t> batch;
+  int64_t nb, r1, r2, c;
+};
+DistBatch dist_batch(const at::Tensor& x1, const at::Tensor& x2) {
+  std::vector<int64_t> b1(x1.sizes().begin(), x1.sizes().end() - 2), b2(x2.sizes().begin(), x2.sizes().end() - 2);
+  std::vector<int64_t> batch = at::infer_size(b1, b2);
+  return {batch, c10::multiply_integers(batch), x1.size(-2), x2.size(-2), x1.size(-1)};
+}
+Value batched(Kernel& k, const at::Tensor& x, const DistBatch& db, int64_t rows) {
+  std::vector<int64_t> full = db.batch;
+  full.push_back(rows);
+  full.push_back(db.c);
+  Builder& b = k.b();
+  return b.reshape(b.broadcast_to(k.in(x), to_dims(full)), {db.nb, rows, db.c});
+}
+
+at::Tensor cdist_forward(const at::Tensor& x1, const at::Tensor& x2, double p, std::optional<int64_t> mode) {
+  TPU_COUNT("aten::_cdist_forward");
+  check_dist_input("cdist", "X1", x1, 2);
+  check_dist_input("cdist", "X2", x2, 2);
+  TORCH_CHECK(x1.size(-1) == x2.size(-1), "X1 and X2 must have the same number of columns. X1: ", x1.size(-1),
+              " X2: ", x2.size(-1));
+  TORCH_CHECK(p >= 0, "cdist only supports non-negative p values");
+  TORCH_CHECK(!mode || (*mode >= 0 && *mode <= 2), "possible modes: None, 1, 2, but was: ", *mode);
+  check_same_device("aten::_cdist_forward", x1.device(), {&x2});
+  const DistBatch db = dist_batch(x1, x2);
+  std::vector<int64_t> out_shape = db.batch;
+  out_shape.push_back(db.r1);
+  out_shape.push_back(db.r2);
+  Kernel k("aten::_cdist_forward", x1);
+  Builder& b = k.b();
+  const at::ScalarType st = x1.scalar_type();
+  Value r;
+  if (db.nb * db.r1 * db.r2 == 0 || db.c == 0) {
+    r = b.constant(to_ir(st), 0, to_dims(out_shape));
+  } else {
+    Value a = batched(k, x1, db, db.r1), c = batched(k, x2, db, db.r2);
+    const int64_t m = mode.value_or(0);
+    const bool mm = p == 2 && (m == 1 || (m == 0 && (db.r1 > 25 || db.r2 > 25)));
+    r = mm ? ops::euclidean_dist(b, a, c) : ops::cdist(b, a, c, p, k.scalar(p, st));
+    r = b.reshape(r, to_dims(out_shape));
+  }
+  at::Tensor out = k.out(r, st);
+  k.run();
+  return out;
+}
+
+at::Tensor cdist_backward(const at::Tensor& grad, const at::Tensor& x1, const at::Tensor& x2, double p,
+                          const at::Tensor& dist) {
+  TPU_COUNT("aten::_cdist_backward");
+  check_same_device("aten::_cdist_backward", x1.device(), {&grad, &x2, &dist});
+  const DistBatch db = dist_batch(x1, x2);
+  std::vector<int64_t> shape = db.batch;
+  shape.push_back(db.r1);
+  shape.push_back(db.c);
+  Kernel k("aten::_cdist_backward", x1);
+  Builder& b = k.b();
+  const at::ScalarType st = x1.scalar_type();
+  Value r;
+  if (db.nb * db.r1 * db.r2 * db.c == 0) {
+    r = b.constant(to_ir(st), 0, to_dims(shape));
+  } else {
+    Value g = b.reshape(k.in(grad, st), {db.nb, db.r1, db.r2});
+    Value d = b.reshape(k.in(dist, st), {db.nb, db.r1, db.r2});
+    r = ops::cdist_backward(b, g, batched(k, x1, db, db.r1), batched(k, x2, db, db.r2), d, p, k.scalar(p, st));
+    r = b.reshape(r, to_dims(shape));
+  }
+  at::Tensor out = k.out(r, st);
+  k.run();
+  return out;
+}
+
+at::Tensor pdist_forward(const at::Tensor& x, double p) {
+  TPU_COUNT("aten::_pdist_forward");
+  TORCH_CHECK(x.dim() == 2, "pdist only supports 2D tensors, got: ", x.dim(), "D");
+  check_dist_input("pdist", "input", x, 2);
+  TORCH_CHECK(p >= 0, "pdist only supports non-negative p values");
+  const int64_t n = x.size(0), pairs = n * (n - 1) / 2;
+  Kernel k("aten::_pdist_forward", x);
+  Builder& b = k.b();
+  const at::ScalarType st = x.scalar_type();
+  Value r = pairs == 0 ? b.constant(to_ir(st), 0, {pairs})
+                       : x.size(1) == 0 ? b.constant(to_ir(st), 0, {pairs}) : ops::pdist(b, k.in(x), p, k.scalar(p, st));
+  at::Tensor out = k.out(r, st);
+  k.run();
+  return out;
+}
+
+at::Tensor pdist_backward(const at::Tensor& grad, const at::Tensor& x, double p, const at::Tensor& dist) {
+  TPU_COUNT("aten::_pdist_backward");
+  check_same_device("aten::_pdist_backward", x.device(), {&grad, &dist});
+  Kernel k("aten::_pdist_backward", x);
+  Builder& b = k.b();
+  const at::ScalarType st = x.scalar_type();
+  Value r = x.numel() == 0 || x.size(0) < 2
+                ? b.constant(to_ir(st), 0, to_dims(x.sizes()))
+                : ops::pdist_backward(b, k.in(grad, st), k.in(x), k.in(dist, st), p, k.scalar(p, st));
+  at::Tensor out = k.out(r, st);
+  k.run();
+  return out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_cdist_forward", TORCH_FN(cdist_forward));
+  m.impl("_cdist_backward", TORCH_FN(cdist_backward));
+  m.impl("_pdist_forward", TORCH_FN(pdist_forward));
+  m.impl("_pdist_backward", TORCH_FN(pdist_backward));
   m.impl("addbmm", TORCH_FN(addbmm));
   m.impl("addbmm.out", TORCH_FN(addbmm_out));
   m.impl("addbmm_", TORCH_FN(addbmm_));
