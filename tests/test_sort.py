@@ -200,19 +200,22 @@ def test_mode_matches_the_cpu_sort():
         torch.mode(torch.empty(2, 0, device="tpu"), 1)
 
 
-def test_mode_of_long_slices_runs_on_the_cpu():
-    # Beyond 16 elements the CPU's introsort picks among equal values: the
-    # device hands such slices to the CPU (counted as a fallback).
+def test_mode_of_long_slices():
+    # Beyond 16 elements the CPU's introsort picks among the positions of the
+    # mode: the value must match, the index must hold that value.
     torchtpu.debug.reset_metrics()
-    x = torch.randint(0, 4, (3, 40), generator=G)
-    got = torch.mode(x.to("tpu"), 1)
-    exp = torch.mode(x, 1)
-    assert torch.equal(got.values.cpu(), exp.values) and torch.equal(got.indices.cpu(), exp.indices)
-    v, i = torch.empty(0, dtype=torch.long, device="tpu"), torch.empty(0, dtype=torch.long, device="tpu")
-    torch.mode(x.to("tpu"), 1, out=(v, i))
-    assert torch.equal(v.cpu(), exp.values) and torch.equal(i.cpu(), exp.indices)
-    assert torchtpu.debug.metrics()["cpu_fallbacks"] == {"aten::mode": 1, "aten::mode.values": 1}
-    torchtpu.debug.reset_metrics()
+    for x in (torch.randint(0, 4, (3, 40), generator=G), torch.randn(5, 33, generator=G).round(),
+              torch.randint(-3, 3, (2, 17, 3), generator=G).float()):
+        dim = 1
+        exp = torch.mode(x, dim)
+        for got in (torch.mode(x.to("tpu"), dim),
+                    torch.mode(x.to("tpu"), dim, out=(torch.empty(0, dtype=x.dtype, device="tpu"),
+                                                      torch.empty(0, dtype=torch.long, device="tpu")))):
+            assert torch.equal(got.values.cpu(), exp.values)
+            picked = torch.gather(x, dim, got.indices.cpu().unsqueeze(dim)).squeeze(dim)
+            assert torch.equal(picked, exp.values)
+    torchtpu.synchronize()
+    assert torchtpu.debug.metrics()["cpu_fallbacks"] == {}
 
 
 @pytest.mark.parametrize("right", [False, True])

@@ -7,7 +7,6 @@
 #include <ATen/native/BucketizationUtils.h>
 #include <torch/library.h>
 
-#include "aten/fallback.h"
 #include "aten/tensor_ir.h"
 #include "ops/sort.h"
 
@@ -183,10 +182,9 @@ std::tuple<at::Tensor&, at::Tensor&> nanmedian_dim_values(const at::Tensor& self
   return {values, indices};
 }
 
-// mode: the most frequent value of each slice. Up to 16 elements
-// ops::mode_rows replays the CPU's insertion sort (value and index exact,
-// ties and NaN included); longer slices go to the CPU, whose introsort
-// decides which of equal elements (and, with NaN, which value) it reports.
+// mode: the most frequent value of each slice (ops::mode_rows: exact up to
+// 16 elements; longer slices agree on the value, the index may be another
+// position of it).
 std::tuple<at::Tensor, at::Tensor> mode_impl(const at::Tensor& self, int64_t dim, bool keepdim, const Pair& o) {
   const char* op = o.vo ? "aten::mode.values" : "aten::mode";
   check_pair_outs(op, self, o);
@@ -196,16 +194,6 @@ std::tuple<at::Tensor, at::Tensor> mode_impl(const at::Tensor& self, int64_t dim
   const std::vector<int64_t> shape = reduced_shape(self, d, keepdim);
   if (self.numel() == 0) return empty_pair(self, shape, o);
   const int64_t n = self.dim() > 0 ? self.size(d) : 1;
-  if (n > 16) {
-    TORCH_CHECK_NOT_IMPLEMENTED(!fallback_error(), "The operator '", op, "' has no tpu lowering for slices of more "
-                                "than 16 elements and CPU fallback is disabled (TORCHTPU_CPU_FALLBACK=error).");
-    eager::metrics().count_fallback(op);
-    auto [v, i] = at::mode(self.cpu(), d, keepdim);
-    if (!o.vo) return {v.to(self.device()), i.to(self.device())};
-    o.vo->resize_(v.sizes()).copy_(v);
-    o.io->resize_(i.sizes()).copy_(i);
-    return {*o.vo, *o.io};
-  }
   Kernel k(op, self);
   Builder& b = k.b();
   Value x = k.in(self);

@@ -165,6 +165,14 @@ Value conv_forward(Builder& b, Value input, Value weight, const ConvParams& p) {
 Value conv_backward_input(Builder& b, Value grad_out, Value weight, const Dims& input_dims, const ConvParams& p) {
   Value r = p.transposed ? plain_forward(b, grad_out, weight, p)
                          : plain_grad_input(b, grad_out, weight, spatial(input_dims), p);
+  if (p.transposed) {
+    // An output padding of at least the stride (allowed below the dilation)
+    // leaves windows past the last input position: they are not inputs.
+    Dims rd = b.dims(r);
+    bool longer = rd.size() == input_dims.size();
+    for (size_t i = 2; longer && i < rd.size(); ++i) longer = rd[i] >= input_dims[i];
+    if (longer && rd != input_dims) r = b.slice(r, Dims(rd.size(), 0), input_dims);
+  }
   check_result("convolution_backward (input)", b, r, input_dims);
   return r;
 }

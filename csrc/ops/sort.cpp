@@ -1,5 +1,7 @@
 #include "ops/sort.h"
 
+#include <tuple>
+
 namespace torchtpu::ops {
 
 namespace {
@@ -144,8 +146,17 @@ std::pair<Value, Value> insertion_sort_rows(Builder& b, Value a, Value idx) {
 std::pair<Value, Value> mode_rows(Builder& b, Value x) {
   const Dims d = b.dims(x);
   const int64_t n = d[1];
-  if (n > 16) throw LoweringError("mode: rows of more than 16 elements are sorted by introsort on the CPU");
-  auto [a, idx] = insertion_sort_rows(b, x, b.iota(DType::kS64, d, 1));
+  // Longer rows: a stable sort with NaN last (the CPU's introsort orders
+  // equal elements, and NaN, its own way; the value agrees, the index is
+  // one of the mode's positions).
+  Value a, idx;
+  if (n <= 16) {
+    std::tie(a, idx) = insertion_sort_rows(b, x, b.iota(DType::kS64, d, 1));
+  } else {
+    std::vector<Value> s = b.sort({x, b.iota(DType::kS64, d, 1)}, 1, /*descending=*/false, /*stable=*/true);
+    a = s[0];
+    idx = s[1];
+  }
   Value k = b.iota(DType::kS64, d, 1);
   // A run ends where the next element differs (NaN differs from itself).
   Value next = b.slice_dim(a, 1, 1, n);

@@ -29,11 +29,13 @@ std::pair<Value, Value> cumulative_extreme(Builder& b, Value x, int64_t dim, boo
 // PyTorch's _log_add_exp_helper (NaN propagates, equal infinities stay).
 Value logcumsumexp(Builder& b, Value x, int64_t dim);
 
-// The most frequent value of each row of `x` ([R, n], n <= 16) and its
-// index, as PyTorch's CPU kernel: the row sorted by `<` with libstdc++'s
-// insertion sort (replayed step by step, so ties and NaN land where the CPU
-// puts them), runs of equal values counted (NaN never equals), the first
-// longest run taken, with its last element's index.
+// The most frequent value of each row of `x` ([R, n]) and its index, as
+// PyTorch's CPU kernel: the row sorted by `<`, runs of equal values counted
+// (NaN never equals), the first longest run taken, with its last element's
+// index. Up to 16 elements the CPU's libstdc++ insertion sort is replayed
+// step by step (ties and NaN land where the CPU puts them); longer rows use
+// a stable sort with NaN last, where the CPU's introsort may pick another
+// position of the same value (or, with NaN, another value).
 std::pair<Value, Value> mode_rows(Builder& b, Value x);
 
 // For each value of `v` ([R, M]), the result of PyTorch's CPU binary search
