@@ -224,3 +224,21 @@ def test_cdist_and_pdist(p):
           g(lambda a: torch.nn.functional.pdist(a, p=p), y)[0], 1e-3)
     close(torch.nn.functional.pdist(y[:1].to("tpu")), torch.nn.functional.pdist(y[:1]), 0)
     no_fallbacks()
+
+
+def test_matrix_exp():
+    for a in (rand(4, 4), rand(3, 5, 5) * 4, torch.zeros(2, 3, 3), rand(1, 1), torch.empty(0, 2, 2)):
+        truth = torch.linalg.matrix_exp(a.double())
+        got = torch.linalg.matrix_exp(a.to("tpu")).cpu()
+        cpu_err = (torch.linalg.matrix_exp(a).double() - truth).abs().max().item() if a.numel() else 0.0
+        scale = truth.abs().max().item() if a.numel() else 1.0
+        # As accurate as the CPU's float32 kernel, relative to the result's size.
+        assert got.shape == a.shape and ((got.double() - truth).abs().max().item() if a.numel() else 0.0) \\
+            <= max(4 * cpu_err, 1e-6 * scale), (a.shape,)
+        close(torch.linalg.matrix_exp(a.double().to("tpu")), truth, 1e-9 * max(scale, 1.0))
+    x = rand(3, 3).requires_grad_()
+    xd = x.detach().to("tpu").requires_grad_()
+    torch.linalg.matrix_exp(x).sum().backward()
+    torch.linalg.matrix_exp(xd).sum().backward()
+    close(xd.grad, x.grad, 1e-4)
+    no_fallbacks()

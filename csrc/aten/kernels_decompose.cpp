@@ -418,9 +418,31 @@ std::tuple<at::Tensor&, at::Tensor&, at::Tensor&, at::Tensor&> linalg_lstsq_out(
   return {sol, res, rank, sv};
 }
 
+at::Tensor linalg_matrix_exp(const at::Tensor& A) {
+  TPU_COUNT("aten::linalg_matrix_exp");
+  TORCH_CHECK(A.dim() >= 2, "linalg.matrix_exp: The input tensor A must have at least 2 dimensions.");
+  TORCH_CHECK(A.size(-1) == A.size(-2), "linalg.matrix_exp: A must be batches of square matrices, but they are ",
+              A.size(-2), " by ", A.size(-1), " matrices");
+  TORCH_CHECK_NOT_IMPLEMENTED(A.scalar_type() == at::kFloat || A.scalar_type() == at::kDouble,
+                              "linalg.matrix_exp: only float32 and float64 are supported on tpu, got ",
+                              A.scalar_type());
+  const int64_t n = A.size(-1), B = batch_count(A);
+  Kernel k("aten::linalg_matrix_exp", A);
+  Builder& b = k.b();
+  at::Tensor r;
+  if (A.numel() == 0) {
+    r = eye_like(k, A.sizes().vec(), A.scalar_type(), true, nullptr);
+  } else {
+    r = emit(k, ops::matrix_exp(b, b.reshape(k.in(A), {B, n, n})), A.sizes().vec(), A.scalar_type(), nullptr);
+  }
+  k.run();
+  return r;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("linalg_matrix_exp", TORCH_FN(linalg_matrix_exp));
   m.impl("linalg_lstsq", TORCH_FN(linalg_lstsq));
   m.impl("linalg_lstsq.out", TORCH_FN(linalg_lstsq_out));
   m.impl("linalg_qr", TORCH_FN(linalg_qr));

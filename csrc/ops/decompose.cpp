@@ -323,4 +323,37 @@ Svd jacobi_svd(Builder& b, Value a, bool full, bool compute_uv) {
   return {u, sorted[0], matrix_transpose(b, V)};
 }
 
+Value matrix_exp(Builder& b, Value a) {
+  const Dims d = b.dims(a);
+  const DType t = b.dtype(a);
+  const int64_t nb = d[0];
+  // theta_18 of PyTorch's CPU kernel (Bader, Blanes, Casas): the largest
+  // 1-norm for which the degree-18 approximant is exact to the dtype.
+  const double theta = t == DType::kF64 ? 1.090863719290036e+00 : 3.010066362817634e+00;
+  Value norm = b.reduce_max(b.reduce_sum(b.unary("stablehlo.abs", a), {1}), {1});  // [B]
+  Value ratio = b.div(norm, b.constant(t, theta, {nb}));
+  Value s = b.unary("stablehlo.ceil", b.div(b.log(ratio), b.constant(t, std::log(2.0), {nb})));
+  s = b.select(b.compare(s, s, Cmp::kEQ), b.max(s, b.zeros_like(s)), b.zeros_like(s));  // NaN / -inf -> 0
+  s = b.min(s, b.constant(t, 1000, {nb}));
+  Value si = b.convert(s, DType::kS64);
+  Value scale = b.binary("stablehlo.power", b.constant(t, 2, {nb}), s);
+  Value x = b.div(a, b.broadcast_in_dim(scale, d, {0}));
+  Value eye = identity(b, t, d);
+  // Horner: I + x/1 (I + x/2 (I + ... (I + x/18))).
+  Value e = eye;
+  for (int k = 18; k >= 1; --k) e = b.add(eye, b.div(matmul(b, x, e), b.constant(t, k, d)));
+  Value smax = b.reduce_max(si, {0});
+  Carried out = b.while_loop(
+      {s64(b, 0), smax, si, e},
+      [](Builder& rb, const Carried& c) { return rb.compare(c[0], c[1], Cmp::kLT); },
+      [](Builder& rb, const Carried& c) {
+        Value sq = matmul(rb, c[3], c[3]);
+        const Dims ed = rb.dims(c[3]);
+        Value more = rb.compare(rb.broadcast_to(c[0], rb.dims(c[2])), c[2], Cmp::kLT);  // [B]
+        Value next = rb.select(rb.broadcast_in_dim(more, ed, {0}), sq, c[3]);
+        return Carried{rb.add(c[0], s64(rb, 1)), c[1], c[2], next};
+      });
+  return out[3];
+}
+
 }  // namespace torchtpu::ops

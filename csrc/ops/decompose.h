@@ -43,4 +43,10 @@ struct Svd {
 };
 Svd jacobi_svd(Builder& b, Value a, bool full, bool compute_uv);
 
+// The matrix exponential of [B, n, n] by scaling and squaring: A / 2^s with
+// s chosen per matrix from its 1-norm (so that the degree-18 Taylor
+// polynomial is exact to the dtype's precision, as in PyTorch's CPU kernel),
+// the polynomial in Horner form, then s squarings in a loop.
+Value matrix_exp(Builder& b, Value a);
+
 }  // namespace torchtpu::ops
