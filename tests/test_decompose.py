@@ -233,8 +233,8 @@ def test_matrix_exp():
         cpu_err = (torch.linalg.matrix_exp(a).double() - truth).abs().max().item() if a.numel() else 0.0
         scale = truth.abs().max().item() if a.numel() else 1.0
         # As accurate as the CPU's float32 kernel, relative to the result's size.
-        assert got.shape == a.shape and ((got.double() - truth).abs().max().item() if a.numel() else 0.0) \\
-            <= max(4 * cpu_err, 1e-6 * scale), (a.shape,)
+        err = (got.double() - truth).abs().max().item() if a.numel() else 0.0
+        assert got.shape == a.shape and err <= max(4 * cpu_err, 1e-6 * scale), (a.shape, err, cpu_err)
         close(torch.linalg.matrix_exp(a.double().to("tpu")), truth, 1e-9 * max(scale, 1.0))
     x = rand(3, 3).requires_grad_()
     xd = x.detach().to("tpu").requires_grad_()
