@@ -185,3 +185,48 @@ def test_batch_norm_out_forms():
         torch.testing.assert_close(rmd.cpu(), rm)
         torch.testing.assert_close(rvd.cpu(), rv)
     assert torchtpu.debug.metrics()["cpu_fallbacks"] == {}
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+@pytest.mark.parametrize("padding_idx", [None, 2])
+def test_embedding_bag_forward_and_backward(mode, padding_idx):
+    """nn.functional.embedding_bag against the CPU: 1-D input with offsets (an empty bag included, with and
+    without include_last_offset), 2-D input, per-sample weights (sum), padding_idx, NaN in a max bag, and the
+    gradients of the weight and of the per-sample weights; no CPU fallback."""
+    torchtpu.debug.reset_metrics()
+    g = torch.Generator().manual_seed(0)
+    w = torch.randn(10, 4, generator=g)
+    idx = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9, 0, 2])
+    offsets = torch.tensor([0, 3, 3, 7])
+    psw = torch.rand(10, generator=g) if mode == "sum" else None
+    cases = [dict(input=idx, offsets=offsets), dict(input=idx, offsets=torch.cat([offsets, torch.tensor([10])]),
+                                                    include_last_offset=True),
+             dict(input=idx.view(2, 5))]
+    for kw in cases:
+        def run(dev):
+            wt = w.detach().clone().to(dev).requires_grad_()
+            ps = psw.detach().clone().to(dev).requires_grad_() if psw is not None and kw["input"].dim() == 1 else None
+            args = {k: (v.to(dev) if isinstance(v, torch.Tensor) else v) for k, v in kw.items()}
+            out = torch.nn.functional.embedding_bag(weight=wt, mode=mode, padding_idx=padding_idx,
+                                                    per_sample_weights=ps, **args)
+            (out * torch.arange(out.numel(), dtype=out.dtype, device=dev).view(out.shape)).sum().backward()
+            return [out, wt.grad] + ([ps.grad] if ps is not None else [])
+        for got, want in zip(run("tpu"), run("cpu")):
+            torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-5)
+    if mode == "max":
+        wn = w.clone()
+        wn[4, 0] = float("nan")
+        for first in (torch.tensor([4, 1, 5]), torch.tensor([1, 4, 5])):  # NaN first, NaN later
+            out = torch.nn.functional.embedding_bag(first.to("tpu"), wn.to("tpu"), torch.tensor([0]).to("tpu"),
+                                                    mode="max")
+            torch.testing.assert_close(out.cpu(), torch.nn.functional.embedding_bag(first, wn, torch.tensor([0]),
+                                                                                     mode="max"), equal_nan=True)
+    bag = torch.nn.EmbeddingBag(10, 4, mode=mode)
+    tb = torch.nn.EmbeddingBag(10, 4, mode=mode).to("tpu")
+    tb.load_state_dict(bag.state_dict())
+    torch.testing.assert_close(tb(idx.view(2, 5).to("tpu")).cpu(), bag(idx.view(2, 5)), rtol=1e-5, atol=1e-5)
+    torchtpu.synchronize()
+    assert torchtpu.debug.metrics()["cpu_fallbacks"] == {}
+    with pytest.raises(IndexError):
+        torch.nn.functional.embedding_bag(torch.tensor([11]).to("tpu"), w.to("tpu"), torch.tensor([0]).to("tpu"),
+                                          mode=mode).cpu()
