@@ -179,3 +179,30 @@ def test_channel_shuffle():
     for shape, g in [((2, 6, 3, 3), 3), ((1, 4, 5), 2), ((2, 8, 2, 2, 2), 4)]:
         same(lambda t: F.channel_shuffle(t, g), randn(*shape), grad=False)
         same(lambda t: F.channel_shuffle(t, g), torch.randint(0, 9, shape), grad=False)
+
+
+@pytest.mark.parametrize("shape,kernel,out", [((2, 3, 9, 11), (2, 3), (5, 4)), ((3, 8, 7), (3, 2), (4, 5)),
+                                              ((2, 2, 7, 8, 9), (2, 3, 2), (4, 3, 5)), ((1, 1, 5, 5), (2, 2), (1, 1))])
+def test_fractional_max_pool_with_given_samples(shape, kernel, out):
+    """fractional_max_pool2d/3d with the caller's random samples: the CPU's window starts, values and indices
+    (NaN taking the window), and the gradient; no CPU fallback. With no samples given, the device draws them."""
+    torchtpu.debug.reset_metrics()
+    g = torch.Generator().manual_seed(0)
+    nd = len(kernel)
+    f = torch.nn.functional.fractional_max_pool2d if nd == 2 else torch.nn.functional.fractional_max_pool3d
+    x = torch.randn(*shape, generator=g)
+    x.view(-1)[3] = float("nan")
+    samples = torch.rand(shape[0] if len(shape) == nd + 2 else 1, shape[-nd - 1], nd, generator=g)
+    xc, xd = x.clone().requires_grad_(), x.to("tpu").requires_grad_()
+    v, i = f(xc, kernel, output_size=out, return_indices=True, _random_samples=samples)
+    vd, id_ = f(xd, kernel, output_size=out, return_indices=True, _random_samples=samples.to("tpu"))
+    torch.testing.assert_close(vd.cpu(), v, equal_nan=True)
+    assert torch.equal(id_.cpu(), i)
+    grad = torch.randn(v.shape, generator=g)
+    v.backward(grad)
+    vd.backward(grad.to("tpu"))
+    torch.testing.assert_close(xd.grad.cpu(), xc.grad)
+    drawn = f(x.to("tpu"), kernel, output_size=out)
+    assert drawn.shape == v.shape
+    torchtpu.synchronize()
+    assert torchtpu.debug.metrics()["cpu_fallbacks"] == {}

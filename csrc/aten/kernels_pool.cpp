@@ -437,6 +437,66 @@ at::Tensor& max_unpool3d_out(const at::Tensor& s, const at::Tensor& i, c10::SymI
   return out;
 }
 
+// Fractional max pooling with the caller's random samples ([N, C, nsp]).
+std::tuple<at::Tensor, at::Tensor> fractional_impl(const char* op, size_t nsp, const at::Tensor& self,
+                                                   at::IntArrayRef kernel, at::IntArrayRef output_size,
+                                                   const at::Tensor& samples, const at::Tensor* out,
+                                                   const at::Tensor* indices) {
+  check_nonempty(op, self, nsp);
+  check_float(op, self);
+  TORCH_CHECK(kernel.size() == nsp && output_size.size() == nsp, op, ": kernel_size and output_size must have ", nsp,
+              " elements");
+  check_same_device(op, self.device(), {&samples, out, indices});
+  const int64_t planes = self.numel() / c10::multiply_integers(self.sizes().end() - nsp, self.sizes().end());
+  TORCH_CHECK(samples.dim() == 3 && samples.size(-1) == static_cast<int64_t>(nsp) && samples.numel() / nsp == planes,
+              op, ": expected random_samples of shape [N, C, ", nsp, "], got ", samples.sizes());
+  for (size_t d = 0; d < nsp; ++d) {
+    const int64_t in = self.size(self.dim() - nsp + d);
+    TORCH_CHECK(kernel[d] > 0 && output_size[d] > 0, op, ": kernel_size and output_size must be positive");
+    TORCH_CHECK(output_size[d] + kernel[d] - 1 <= in, op, ": pool size ", kernel[d], " too large relative to input ",
+                "size ", in, " for output size ", output_size[d]);
+  }
+  Kernel k(op, self);
+  Builder& b = k.b();
+  ops::MaxPool r = ops::fractional_max_pool(b, k.in(self), k.in(samples, self.scalar_type()), to_dims(kernel),
+                                            to_dims(output_size));
+  at::Tensor v = k.result(r.values, self.scalar_type(), out);
+  at::Tensor i = k.result(r.indices, at::kLong, indices);
+  k.run();
+  return {v, i};
+}
+std::tuple<at::Tensor&, at::Tensor&> fractional_max_pool2d_out(const at::Tensor& s, at::IntArrayRef kernel,
+                                                               at::IntArrayRef os, const at::Tensor& samples,
+                                                               at::Tensor& out, at::Tensor& idx) {
+  TPU_COUNT("aten::fractional_max_pool2d.output");
+  fractional_impl("aten::fractional_max_pool2d", 2, s, kernel, os, samples, &out, &idx);
+  return {out, idx};
+}
+std::tuple<at::Tensor&, at::Tensor&> fractional_max_pool3d_out(const at::Tensor& s, at::IntArrayRef kernel,
+                                                               at::IntArrayRef os, const at::Tensor& samples,
+                                                               at::Tensor& out, at::Tensor& idx) {
+  TPU_COUNT("aten::fractional_max_pool3d.output");
+  fractional_impl("aten::fractional_max_pool3d", 3, s, kernel, os, samples, &out, &idx);
+  return {out, idx};
+}
+at::Tensor& fractional_max_pool2d_backward_out(const at::Tensor& g, const at::Tensor& s, at::IntArrayRef,
+                                               at::IntArrayRef, const at::Tensor& idx, at::Tensor& gi) {
+  TPU_COUNT("aten::fractional_max_pool2d_backward.grad_input");
+  adaptive_max_backward_impl("aten::fractional_max_pool2d_backward", 2, g, s, idx, &gi);
+  return gi;
+}
+at::Tensor fractional_max_pool3d_backward(const at::Tensor& g, const at::Tensor& s, at::IntArrayRef, at::IntArrayRef,
+                                          const at::Tensor& idx) {
+  TPU_COUNT("aten::fractional_max_pool3d_backward");
+  return adaptive_max_backward_impl("aten::fractional_max_pool3d_backward", 3, g, s, idx, nullptr);
+}
+at::Tensor& fractional_max_pool3d_backward_out(const at::Tensor& g, const at::Tensor& s, at::IntArrayRef,
+                                               at::IntArrayRef, const at::Tensor& idx, at::Tensor& gi) {
+  TPU_COUNT("aten::fractional_max_pool3d_backward.grad_input");
+  adaptive_max_backward_impl("aten::fractional_max_pool3d_backward", 3, g, s, idx, &gi);
+  return gi;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -470,6 +530,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("adaptive_max_pool3d.out", TORCH_FN(adaptive_max_pool3d_out));
   m.impl("adaptive_max_pool3d_backward", TORCH_FN(adaptive_max_pool3d_backward));
   m.impl("adaptive_max_pool3d_backward.grad_input", TORCH_FN(adaptive_max_pool3d_backward_out));
+  m.impl("fractional_max_pool2d.output", TORCH_FN(fractional_max_pool2d_out));
+  m.impl("fractional_max_pool3d.output", TORCH_FN(fractional_max_pool3d_out));
+  m.impl("fractional_max_pool2d_backward.grad_input", TORCH_FN(fractional_max_pool2d_backward_out));
+  m.impl("fractional_max_pool3d_backward", TORCH_FN(fractional_max_pool3d_backward));
+  m.impl("fractional_max_pool3d_backward.grad_input", TORCH_FN(fractional_max_pool3d_backward_out));
   m.impl("max_unpool2d", TORCH_FN(max_unpool2d));
   m.impl("max_unpool2d.out", TORCH_FN(max_unpool2d_out));
   m.impl("max_unpool3d", TORCH_FN(max_unpool3d));

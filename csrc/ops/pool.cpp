@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "ops/resample.h"
 
@@ -341,6 +342,89 @@ Value max_pool_scatter_backward(Builder& b, Value grad, Value indices, const Dim
 
 Value max_unpool(Builder& b, Value x, Value indices, const Dims& out) {
   return plane_scatter(b, x, indices, out, ir::Body::kReplace);
+}
+
+MaxPool fractional_max_pool(Builder& b, Value x, Value samples, const Dims& kernel, const Dims& out) {
+  const Dims xd = b.dims(x);
+  const size_t nsp = kernel.size();
+  const Dims in(xd.end() - nsp, xd.end());
+  const DType t = b.dtype(x);
+  // The CPU computes the starts in the input's dtype: 16-bit values round after each step.
+  const DType ct = (t == DType::kBF16 || t == DType::kF16) ? DType::kF32 : t;
+  auto rnd = [&](Value v) { return ct == t ? v : b.convert(b.convert(v, t), ct); };
+  int64_t planes = 1;
+  for (size_t i = 0; i + nsp < xd.size(); ++i) planes *= xd[i];
+  int64_t in_total = 1, out_total = 1, k_total = 1;
+  for (size_t d = 0; d < nsp; ++d) in_total *= in[d], out_total *= out[d], k_total *= kernel[d];
+  if (planes * out_total == 0) {  // nothing to pool (a zero batch): empty results
+    Dims res(xd.begin(), xd.end() - nsp);
+    for (int64_t o : out) res.push_back(o);
+    return {b.constant(t, 0, res), b.constant(DType::kS64, 0, res)};
+  }
+  Value u_all = b.convert(b.reshape(samples, {planes, static_cast<int64_t>(nsp)}), ct);
+  // Flat in-plane index of every (output, kernel offset) pair: [P, *O, *K].
+  Dims full{planes};
+  for (int64_t o : out) full.push_back(o);
+  for (int64_t k : kernel) full.push_back(k);
+  Value flat = b.constant(DType::kS64, 0, full);
+  for (size_t d = 0; d < nsp; ++d) {
+    const int64_t sample_col = nsp == 2 ? (d == 0 ? 1 : 0) : static_cast<int64_t>(d);
+    Value u = b.reshape(b.slice_dim(u_all, 1, sample_col, sample_col + 1), {planes});
+    const Dims od{planes, out[d]};
+    Value last = b.constant(DType::kS64, static_cast<double>(in[d] - kernel[d]), od);
+    Value start = last;
+    if (out[d] > 1) {
+      const double alpha = static_cast<double>(in[d] - kernel[d]) / static_cast<double>(out[d] - 1);
+      Value a = b.constant(ct, static_cast<double>(static_cast<float>(alpha)), od);
+      if (ct == DType::kF64) a = b.constant(ct, alpha, od);
+      Value ub = b.broadcast_in_dim(u, od, {0});
+      Value o = b.convert(b.iota(DType::kS64, od, 1), ct);
+      Value first = b.convert(rnd(b.mul(rnd(b.add(o, ub)), a)), DType::kS32);
+      Value base = b.convert(rnd(b.mul(ub, a)), DType::kS32);
+      Value st = b.convert(b.sub(first, base), DType::kS64);
+      start = b.select(b.compare(b.iota(DType::kS64, od, 1), b.constant(DType::kS64, static_cast<double>(out[d] - 1), od),
+                                 Cmp::kLT),
+                       st, last);
+    }
+    // Position along dim d of each pair: start[o_d] + k_d.
+    Value pos = b.add(b.broadcast_in_dim(start, full, {0, static_cast<int64_t>(1 + d)}),
+                      b.iota(DType::kS64, full, static_cast<int64_t>(1 + nsp + d)));
+    int64_t stride = 1;
+    for (size_t e = d + 1; e < nsp; ++e) stride *= in[e];
+    flat = b.add(flat, b.mul(pos, b.constant(DType::kS64, static_cast<double>(stride), full)));
+  }
+  const Dims pm{planes, out_total * k_total};
+  Value idx = b.reshape(flat, pm);
+  Value coords = b.concatenate({b.reshape(b.iota(DType::kS64, pm, 0), {planes, out_total * k_total, 1}),
+                                b.reshape(idx, {planes, out_total * k_total, 1})},
+                               2);
+  Value vals = b.gather(b.reshape(x, {planes, in_total}), coords, {0, 1}, {}, pm);
+  const Dims wk{planes, out_total, k_total};
+  vals = b.reshape(vals, wk);
+  idx = b.reshape(idx, wk);
+  // The CPU's walk: `val > max || isnan(val)` from max = -inf: the last NaN,
+  // else the first maximum (the first element when all are -inf).
+  Value kpos = b.iota(DType::kS64, wk, 2);
+  Value nan = b.compare(vals, vals, Cmp::kNE);
+  Value last_nan = b.reduce_max(b.select(nan, kpos, b.constant(DType::kS64, -1, wk)), {2});
+  Value mx = b.reduce_max(b.select(nan, b.constant(t, -std::numeric_limits<double>::infinity(), wk), vals), {2});
+  Value at_max = b.compare(vals, b.broadcast_in_dim(mx, wk, {0, 1}), Cmp::kEQ);
+  Value first_max = b.reduce_min(b.select(at_max, kpos, b.constant(DType::kS64, static_cast<double>(k_total), wk)), {2});
+  first_max = b.select(b.compare(first_max, b.constant(DType::kS64, static_cast<double>(k_total), {planes, out_total}),
+                                 Cmp::kEQ),
+                       b.constant(DType::kS64, 0, {planes, out_total}), first_max);
+  Value has_nan = b.compare(last_nan, b.constant(DType::kS64, 0, {planes, out_total}), Cmp::kGE);
+  Value pick = b.select(has_nan, last_nan, first_max);  // [P, O]
+  Value pick3 = b.reshape(pick, {planes, out_total, 1});
+  const Dims po{planes, out_total};
+  Value sel = b.concatenate({b.reshape(b.iota(DType::kS64, po, 0), {planes, out_total, 1}),
+                             b.reshape(b.iota(DType::kS64, po, 1), {planes, out_total, 1}), pick3},
+                            2);
+  Value v = b.gather(vals, sel, {0, 1, 2}, {}, po);
+  Value i = b.gather(idx, sel, {0, 1, 2}, {}, po);
+  Dims res(xd.begin(), xd.end() - nsp);
+  for (int64_t o : out) res.push_back(o);
+  return {b.reshape(v, res), b.reshape(i, res)};
 }
 
 }  // namespace torchtpu::ops

@@ -47,6 +47,14 @@ MaxPool adaptive_max_pool(Builder& b, Value x, const Dims& out);
 // sized `in`; max_unpool scatters (replaces) `x` the same way into planes
 // sized `out`.
 Value max_pool_scatter_backward(Builder& b, Value grad, Value indices, const Dims& in);
+
+// Fractional max pooling (x [N?, C, *S], samples [P, nsp] with P = the
+// number of planes, in x's float dtype): the CPU's window starts per plane,
+// int((o + u) * alpha) - int(u * alpha) with alpha = (S - K) / (O - 1) and
+// the last window at S - K, with u the plane's sample for that dim (2-D: W
+// then H; 3-D: T, H, W); each window walked as the CPU does (the first
+// maximum, or the last NaN).
+MaxPool fractional_max_pool(Builder& b, Value x, Value samples, const Dims& kernel, const Dims& out);
 Value max_unpool(Builder& b, Value x, Value indices, const Dims& out);
 
 }  // namespace torchtpu::ops
