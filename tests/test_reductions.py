@@ -137,3 +137,31 @@ def test_sgn_backward_runs_on_the_device():
     torch.sgn(x).sum().backward()
     assert torch.equal(x.grad.cpu(), torch.zeros(3))
     assert torchtpu.debug.metrics()["cpu_fallbacks"] == {}
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min", "prod"])
+def test_segment_reduce(reduce):
+    """segment_reduce by lengths and by offsets, along the last dim of those (axis 0 and 1), with empty segments,
+    an initial value, NaN, and the gradient (ties and zeros in the data), against the CPU."""
+    torchtpu.debug.reset_metrics()
+    g = torch.Generator().manual_seed(0)
+    data = torch.randn(3, 6, 2, generator=g).round()  # ties and zeros
+    data[1, 2, 0] = float("nan")
+    lengths = torch.tensor([[2, 0, 4], [1, 3, 2], [6, 0, 0]])
+    offsets = torch.cat([torch.zeros(3, 1, dtype=torch.long), lengths.cumsum(1)], 1)
+    cases = [dict(lengths=lengths, axis=1), dict(offsets=offsets, axis=1), dict(lengths=lengths, axis=1, initial=2.0),
+             dict(lengths=torch.tensor([1, 2, 0]), axis=0, unsafe=True)]
+    for kw in cases:
+        def run(dev):
+            x = data.clone().to(dev).requires_grad_()
+            args = {k: (v.to(dev) if isinstance(v, torch.Tensor) else v) for k, v in kw.items()}
+            out = torch.segment_reduce(x, reduce, **args)
+            w = torch.arange(out.numel(), dtype=out.dtype, device=dev).view(out.shape) - 3
+            out.nan_to_num(0).mul(w).sum().backward()
+            return out, x.grad
+        for got, want in zip(run("tpu"), run("cpu")):
+            torch.testing.assert_close(got.cpu(), want, equal_nan=True, rtol=1e-5, atol=1e-5)
+    torchtpu.synchronize()
+    assert torchtpu.debug.metrics()["cpu_fallbacks"] == {}
+    with pytest.raises(RuntimeError, match="sum to data.size"):
+        torch.segment_reduce(data.to("tpu"), reduce, lengths=torch.tensor([[1, 1, 1]] * 3).to("tpu"), axis=1).cpu()
