@@ -30,7 +30,6 @@ struct Poly {
   Value abs(Value v) { return b.unary("stablehlo.abs", v); }
   Value eq(Value a, double v) { return b.compare(a, c(v), Cmp::kEQ); }
   Value two_n_plus_1() { return b.add(b.add(nf, nf), c(1)); }
-  Value sel(Value p, Value on, Value off) { return b.select(p, on, off); }
 };
 
 // The value of the first true case, else `rest`; cases are (predicate, value).
