@@ -89,6 +89,18 @@ def test_svd_values_and_invariants(shape, full):
     no_fallbacks()
 
 
+def test_non_contiguous_inputs():
+    a = rand(2, 6, 5).transpose(-1, -2)  # [2, 5, 6], not contiguous
+    check_svd(a, False, 1e-4)
+    qd, rd = torch.linalg.qr(a.to("tpu").transpose(-1, -2).transpose(-1, -2))
+    q, r = torch.linalg.qr(a)
+    close(rd, r, 1e-5)
+    close(qd, q, 1e-5)
+    s = (a @ a.mT)[:, ::2, ::2]
+    close(torch.linalg.eigvalsh(s.to("tpu")), torch.linalg.eigvalsh(s), 1e-4)
+    no_fallbacks()
+
+
 def test_svd_rank_deficient_and_large():
     a = rand(6, 2) @ rand(2, 5)  # rank 2: three zero singular values, U still orthonormal
     check_svd(a, True, 1e-4)

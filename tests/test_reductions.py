@@ -120,6 +120,10 @@ def test_hash_tensor_matches_the_cpu(dtype):
         got = torch.hash_tensor(x.to("tpu"), **kw).cpu()
         assert got.dtype == torch.uint64 and got.shape == want.shape
         assert torch.equal(got.view(torch.int64), want.view(torch.int64)), kw
+    if dtype == torch.int64:  # values past 2**53 keep every bit
+        big = torch.tensor([2 ** 62 + 1, -(2 ** 61) - 3, 2 ** 53 + 1])
+        assert torch.equal(torch.hash_tensor(big.to("tpu")).cpu().view(torch.int64),
+                           torch.hash_tensor(big).view(torch.int64))
     for t in (x[:, :0], x[:, :0].to("tpu")):  # both refuse an empty reduction
         with pytest.raises(RuntimeError, match="Expected reduction dim"):
             torch.hash_tensor(t)

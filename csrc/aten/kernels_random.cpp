@@ -330,29 +330,27 @@ at::Tensor& random_range(const char* op, at::Tensor& self, int64_t from, uint64_
   Builder& b = k.b();
   auto [k0, k1] = random_keys(k, g, self);
   const ir::Dims d = to_dims(self.sizes());
-  Value v;
-  if (range == 0) {  // the whole int64 range
+  // 64 random bits from two 32-bit streams; a draw r as int64 plus `from`.
+  auto bits64 = [&] {
     Value hi = b.convert(ops::random_bits(b, k0, k1, d, 1), DType::kU64);
     Value lo = b.convert(ops::random_bits(b, k0, k1, d, 2), DType::kU64);
-    v = b.bitcast_convert(b.binary("stablehlo.or", b.binary("stablehlo.shift_left", hi, b.constant(DType::kU64, 32, d)), lo),
-                          DType::kS64);
+    return b.binary("stablehlo.or", b.binary("stablehlo.shift_left", hi, b.constant(DType::kU64, 32, d)), lo);
+  };
+  auto plus_from = [&](Value r) { return b.add(r, b.broadcast_to(k.scalar(from, at::kLong), d)); };
+  Value v;
+  if (range == 0) {  // the whole int64 range
+    v = b.bitcast_convert(bits64(), DType::kS64);
   } else if (range < (uint64_t{1} << 32)) {
     Value bits = ops::random_bits(b, k0, k1, d, 0);
     Value r = b.binary("stablehlo.remainder", bits, b.broadcast_to(k.scalar(static_cast<int64_t>(range), at::kUInt32), d));
-    v = b.add(b.convert(r, DType::kS64), b.broadcast_to(k.scalar(from, at::kLong), d));
+    v = plus_from(b.convert(r, DType::kS64));
   } else if (pow2) {  // the top log2(range) bits
-    Value hi = b.convert(ops::random_bits(b, k0, k1, d, 1), DType::kU64);
-    Value lo = b.convert(ops::random_bits(b, k0, k1, d, 2), DType::kU64);
-    Value bits = b.binary("stablehlo.or", b.binary("stablehlo.shift_left", hi, b.constant(DType::kU64, 32, d)), lo);
     const int log2 = 63 - __builtin_clzll(range);
-    Value r = b.binary("stablehlo.shift_right_logical", bits, b.constant(DType::kU64, 64 - log2, d));
-    v = b.add(b.bitcast_convert(r, DType::kS64), b.broadcast_to(k.scalar(from, at::kLong), d));
+    Value r = b.binary("stablehlo.shift_right_logical", bits64(), b.constant(DType::kU64, 64 - log2, d));
+    v = plus_from(b.bitcast_convert(r, DType::kS64));
   } else {
-    Value hi = b.convert(ops::random_bits(b, k0, k1, d, 1), DType::kU64);
-    Value lo = b.convert(ops::random_bits(b, k0, k1, d, 2), DType::kU64);
-    Value bits = b.binary("stablehlo.or", b.binary("stablehlo.shift_left", hi, b.constant(DType::kU64, 32, d)), lo);
-    Value r = b.binary("stablehlo.remainder", bits, b.broadcast_to(k.scalar(static_cast<int64_t>(range), at::kUInt64), d));
-    v = b.add(b.bitcast_convert(r, DType::kS64), b.broadcast_to(k.scalar(from, at::kLong), d));
+    Value r = b.binary("stablehlo.remainder", bits64(), b.broadcast_to(k.scalar(static_cast<int64_t>(range), at::kUInt64), d));
+    v = plus_from(b.bitcast_convert(r, DType::kS64));
   }
   k.into(self, self.scalar_type() == at::kBool ? b.compare(v, b.constant(DType::kS64, 0, d), Cmp::kNE) : v);
   k.run();

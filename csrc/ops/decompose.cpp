@@ -16,19 +16,17 @@ Value fc(Builder& b, Value like, double v) { return b.constant(b.dtype(like), v,
 Value at_index(Builder& b, const Dims& d, int64_t axis, Value k, Cmp c = Cmp::kEQ) {
   return b.compare(b.iota(DType::kS64, d, axis), b.broadcast_to(k, d), c);
 }
-// Column k of [B, m, n] as [B, m]; row k as [B, n].
-Value col(Builder& b, Value a, Value k) {
-  return b.reduce_sum(b.select(at_index(b, b.dims(a), 2, k), a, b.zeros_like(a)), {2});
+// Row (axis 1) or column (axis 2) k of [B, m, n], as [B, n] or [B, m]; and
+// that slice replaced by v.
+Value slice_at(Builder& b, Value a, int64_t axis, Value k) {
+  return b.reduce_sum(b.select(at_index(b, b.dims(a), axis, k), a, b.zeros_like(a)), {axis});
 }
-Value row(Builder& b, Value a, Value k) {
-  return b.reduce_sum(b.select(at_index(b, b.dims(a), 1, k), a, b.zeros_like(a)), {1});
+Value set_at(Builder& b, Value a, int64_t axis, Value k, Value v) {
+  return b.select(at_index(b, b.dims(a), axis, k), b.broadcast_in_dim(v, b.dims(a), {0, 3 - axis}), a);
 }
-Value set_col(Builder& b, Value a, Value k, Value v) {
-  return b.select(at_index(b, b.dims(a), 2, k), b.broadcast_in_dim(v, b.dims(a), {0, 1}), a);
-}
-Value set_row(Builder& b, Value a, Value k, Value v) {
-  return b.select(at_index(b, b.dims(a), 1, k), b.broadcast_in_dim(v, b.dims(a), {0, 2}), a);
-}
+Value col(Builder& b, Value a, Value k) { return slice_at(b, a, 2, k); }
+Value row(Builder& b, Value a, Value k) { return slice_at(b, a, 1, k); }
+Value set_col(Builder& b, Value a, Value k, Value v) { return set_at(b, a, 2, k, v); }
 // Element k of [B, K] as [B].
 Value elem(Builder& b, Value v, Value k) {
   return b.reduce_sum(b.select(at_index(b, b.dims(v), 1, k), v, b.zeros_like(v)), {1});
@@ -43,25 +41,18 @@ Value reflector(Builder& b, Value packed, Value k) {
   return b.select(at_index(b, d, 1, k), fc(b, x, 1), b.select(at_index(b, d, 1, k, Cmp::kGT), x, b.zeros_like(x)));
 }
 
-// Columns (p, q) of x [B, r, n] rotated by (c, s) ([B]): p <- c p - s q, q <- s p + c q.
-Value rotate_cols(Builder& b, Value x, Value p, Value q, Value c, Value s) {
+// Rows (axis 1) or columns (axis 2) p and q of x [B, m, n] rotated by
+// (c, s) ([B]): p <- c p - s q, q <- s p + c q.
+Value rotate(Builder& b, Value x, int64_t axis, Value p, Value q, Value c, Value s) {
   const Dims d = b.dims(x);
-  Dims cd{d[0], d[1]};
-  Value xp = col(b, x, p), xq = col(b, x, q);
-  Value cc = bcast_b(b, c, cd), ss = bcast_b(b, s, cd);
+  const Dims sd{d[0], d[3 - axis]};
+  Value xp = slice_at(b, x, axis, p), xq = slice_at(b, x, axis, q);
+  Value cc = bcast_b(b, c, sd), ss = bcast_b(b, s, sd);
   Value np = b.sub(b.mul(cc, xp), b.mul(ss, xq));
   Value nq = b.add(b.mul(ss, xp), b.mul(cc, xq));
-  return set_col(b, set_col(b, x, p, np), q, nq);
+  return set_at(b, set_at(b, x, axis, p, np), axis, q, nq);
 }
-Value rotate_rows(Builder& b, Value x, Value p, Value q, Value c, Value s) {
-  const Dims d = b.dims(x);
-  Dims rd{d[0], d[2]};
-  Value xp = row(b, x, p), xq = row(b, x, q);
-  Value cc = bcast_b(b, c, rd), ss = bcast_b(b, s, rd);
-  Value np = b.sub(b.mul(cc, xp), b.mul(ss, xq));
-  Value nq = b.add(b.mul(ss, xp), b.mul(cc, xq));
-  return set_row(b, set_row(b, x, p, np), q, nq);
-}
+Value rotate_cols(Builder& b, Value x, Value p, Value q, Value c, Value s) { return rotate(b, x, 2, p, q, c, s); }
 
 // t = sign(z) / (|z| + sqrt(1 + z^2)) (0 where `skip`), c = 1 / sqrt(1 + t^2), s = t c.
 std::pair<Value, Value> rotation(Builder& b, Value z, Value skip) {
@@ -247,7 +238,7 @@ Eigh jacobi_eigh(Builder& b, Value a) {
                                    rb.compare(apq, rb.zeros_like(apq), Cmp::kEQ));
         Value theta = rb.div(rb.sub(aqq, app), rb.mul(apq, fc(rb, apq, 2)));
         auto [c, s] = rotation(rb, theta, skip);
-        Value A2 = rotate_cols(rb, rotate_rows(rb, A, p, q, c, s), p, q, c, s);
+        Value A2 = rotate_cols(rb, rotate(rb, A, 1, p, q, c, s), p, q, c, s);
         // The rotated pair is zero by construction; the diagonal takes
         // a_pp - t a_pq and a_qq + t a_pq (more accurate than the products).
         const Dims ad = rb.dims(A);

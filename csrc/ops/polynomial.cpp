@@ -32,8 +32,11 @@ struct Poly {
   Value two_n_plus_1() { return b.add(b.add(nf, nf), c(1)); }
 };
 
-// The value of the first true case, else `rest`; cases are (predicate, value).
-Value first_of(Builder& b, const std::vector<std::pair<Value, Value>>& cases, Value rest) {
+// (predicate, value) pairs, the first true one winning.
+using Cases = std::vector<std::pair<Value, Value>>;
+
+// The value of the first true case, else `rest`.
+Value first_of(Builder& b, const Cases& cases, Value rest) {
   Value r = rest;
   for (auto it = cases.rbegin(); it != cases.rend(); ++it) r = b.select(it->first, it->second, r);
   return r;
@@ -111,89 +114,87 @@ Value orthogonal_polynomial(Builder& b, Polynomial kind, Value x, Value nv) {
   Value at_hi = shifted ? P.eq(x, 1) : b.logical_and(P.eq(P.abs(x), 1), b.compare(x, zero, Cmp::kGT));
   Value at_lo = shifted ? P.eq(x, 0) : b.logical_and(P.eq(P.abs(x), 1), b.logical_not(b.compare(x, zero, Cmp::kGT)));
   Value half = P.c(0.5), two = P.c(2);
+  // Every family: the CPU's special cases in order, else the recurrence,
+  // which skips the elements any case takes.
+  auto cases_else = [&](const Cases& cases, const std::function<Value(Value special)>& rec) {
+    Value special = cases.front().first;
+    for (size_t i = 1; i < cases.size(); ++i) special = b.logical_or(special, cases[i].first);
+    return first_of(b, cases, rec(special));
+  };
+  // The other families' recurrences run k = 1 .. n - 1.
+  auto from1 = [&](Value q1, const Step& step) {
+    return [&P, &b, q1, step, n](Value special) {
+      return recurrence(P, q1, 1, b.select(special, P.ci(0), b.sub(n, P.ci(1))), step);
+    };
+  };
   switch (kind) {
     case Polynomial::kChebyshevT:
-    case Polynomial::kShiftedT: {
-      Value closed = past(6);
-      Value special = b.logical_or(b.logical_or(neg, b.logical_or(at_hi, at_lo)), closed);
-      return first_of(b, {{neg, zero}, {at_hi, one}, {at_lo, sign1}, {closed, P.cos(b.mul(P.nf, th))}, {n0, one},
-                          {n1, y}},
-                      cheb(y, b.logical_or(special, b.logical_or(n0, n1))));
-    }
+    case Polynomial::kShiftedT:
+      return cases_else({{neg, zero}, {at_hi, one}, {at_lo, sign1}, {past(6), P.cos(b.mul(P.nf, th))}, {n0, one},
+                         {n1, y}},
+                        [&](Value sp) { return cheb(y, sp); });
     case Polynomial::kChebyshevU:
     case Polynomial::kShiftedU: {
-      Value closed = past(shifted ? 6 : 8);
       Value s = P.sin(th);
       Value closed_v = b.select(b.compare(s, zero, Cmp::kNE), b.div(P.sin(b.mul(np1, th)), s),
                                 b.div(b.mul(np1, P.cos(b.mul(np1, th))), y));
-      Value special = b.logical_or(b.logical_or(neg, b.logical_or(at_hi, at_lo)), b.logical_or(closed, b.logical_or(n0, n1)));
       Value q1 = b.add(y, y);
-      return first_of(b, {{neg, zero}, {at_hi, np1}, {at_lo, signed_np1}, {closed, closed_v}, {n0, one}, {n1, q1}},
-                      cheb(q1, special));
+      return cases_else({{neg, zero}, {at_hi, np1}, {at_lo, signed_np1}, {past(shifted ? 6 : 8), closed_v},
+                         {n0, one}, {n1, q1}},
+                        [&](Value sp) { return cheb(q1, sp); });
     }
     case Polynomial::kChebyshevV:
     case Polynomial::kShiftedV: {
-      Value closed = past(shifted ? 6 : 8);
       Value h = b.div(th, two);
       Value closed_v = b.select(b.compare(P.sin(h), one, Cmp::kNE), b.div(P.cos(b.mul(b.add(P.nf, half), th)), P.cos(h)),
                                 signed_tnp1);
-      Value special = b.logical_or(b.logical_or(neg, b.logical_or(at_hi, at_lo)), b.logical_or(closed, b.logical_or(n0, n1)));
       Value q1 = b.sub(b.add(y, y), one);
-      return first_of(b, {{neg, zero}, {at_hi, one}, {at_lo, signed_tnp1}, {closed, closed_v}, {n0, one}, {n1, q1}},
-                      cheb(q1, special));
+      return cases_else({{neg, zero}, {at_hi, one}, {at_lo, signed_tnp1}, {past(shifted ? 6 : 8), closed_v},
+                         {n0, one}, {n1, q1}},
+                        [&](Value sp) { return cheb(q1, sp); });
     }
     case Polynomial::kChebyshevW:
     case Polynomial::kShiftedW: {
-      Value closed = past(shifted ? 4 : 8);
       Value h = b.div(th, two);
       // At cos(theta / 2) == 1 the CPU returns its end value (2n + 1 for x > 0 unshifted only).
       Value end = shifted ? sign1 : b.select(b.compare(x, zero, Cmp::kGT), tnp1, sign1);
       Value closed_v = b.select(b.compare(P.cos(h), one, Cmp::kNE), b.div(P.sin(b.mul(b.add(P.nf, half), th)), P.sin(h)),
                                 end);
-      Value special = b.logical_or(b.logical_or(neg, b.logical_or(at_hi, at_lo)), b.logical_or(closed, b.logical_or(n0, n1)));
       Value q1 = b.add(b.add(y, y), one);
-      return first_of(b, {{neg, zero}, {at_hi, tnp1}, {at_lo, sign1}, {closed, closed_v}, {n0, one}, {n1, q1}},
-                      cheb(q1, special));
+      return cases_else({{neg, zero}, {at_hi, tnp1}, {at_lo, sign1}, {past(shifted ? 4 : 8), closed_v}, {n0, one},
+                         {n1, q1}},
+                        [&](Value sp) { return cheb(q1, sp); });
     }
     case Polynomial::kHermiteH:
     case Polynomial::kHermiteHe: {
       const bool h = kind == Polynomial::kHermiteH;
       // The CPU returns NaN past these degrees (its getHermitianLimit).
       const int64_t limit = t == DType::kF64 ? 512 : t == DType::kF32 ? 128 : 1024;
-      Value too_big = P.cmp_n(Cmp::kGT, limit);
       Value q1 = h ? b.add(x, x) : x;
-      Value special = b.logical_or(b.logical_or(neg, too_big), b.logical_or(n0, n1));
-      Value last = b.select(special, P.ci(0), b.sub(n, P.ci(1)));
-      Value r = recurrence(P, q1, 1, last, [h](Builder& rb, Value k, Value xv, Value p, Value q) {
-        // H: r = 2x q - 2k p (the CPU's k runs 2, 4, ..); He: r = x q - k p.
-        return h ? rb.sub(rb.mul(rb.add(xv, xv), q), rb.mul(rb.add(k, k), p)) : rb.sub(rb.mul(xv, q), rb.mul(k, p));
-      });
       Value nan = P.c(std::numeric_limits<double>::quiet_NaN());
-      return first_of(b, {{neg, zero}, {n0, one}, {n1, q1}, {too_big, nan}}, r);
+      return cases_else({{neg, zero}, {n0, one}, {n1, q1}, {P.cmp_n(Cmp::kGT, limit), nan}},
+                        from1(q1, [h](Builder& rb, Value k, Value xv, Value p, Value q) {
+                          // H: r = 2x q - 2k p (the CPU's k runs 2, 4, ..); He: r = x q - k p.
+                          return h ? rb.sub(rb.mul(rb.add(xv, xv), q), rb.mul(rb.add(k, k), p))
+                                   : rb.sub(rb.mul(xv, q), rb.mul(k, p));
+                        }));
     }
     case Polynomial::kLaguerreL: {
-      Value x0 = P.eq(P.abs(x), 0);
       Value q1 = b.sub(one, x);
-      Value special = b.logical_or(b.logical_or(neg, x0), b.logical_or(n0, n1));
-      Value last = b.select(special, P.ci(0), b.sub(n, P.ci(1)));
-      Value r = recurrence(P, q1, 1, last, [](Builder& rb, Value k, Value xv, Value p, Value q) {
-        Value c1 = rb.constant(rb.dtype(xv), 1, rb.dims(xv));
-        Value a = rb.mul(rb.add(rb.add(k, k), rb.sub(c1, xv)), q);
-        return rb.div(rb.sub(a, rb.mul(k, p)), rb.add(k, c1));
-      });
-      return first_of(b, {{neg, zero}, {x0, one}, {n0, one}, {n1, q1}}, r);
+      return cases_else({{neg, zero}, {P.eq(P.abs(x), 0), one}, {n0, one}, {n1, q1}},
+                        from1(q1, [](Builder& rb, Value k, Value xv, Value p, Value q) {
+                          Value c1 = rb.constant(rb.dtype(xv), 1, rb.dims(xv));
+                          Value a = rb.mul(rb.add(rb.add(k, k), rb.sub(c1, xv)), q);
+                          return rb.div(rb.sub(a, rb.mul(k, p)), rb.add(k, c1));
+                        }));
     }
-    case Polynomial::kLegendreP: {
-      Value ends = b.logical_or(at_hi, at_lo);
-      Value special = b.logical_or(b.logical_or(neg, ends), b.logical_or(n0, n1));
-      Value last = b.select(special, P.ci(0), b.sub(n, P.ci(1)));
-      Value r = recurrence(P, x, 1, last, [](Builder& rb, Value k, Value xv, Value p, Value q) {
-        Value c1 = rb.constant(rb.dtype(xv), 1, rb.dims(xv));
-        Value a = rb.mul(rb.mul(rb.add(rb.add(k, k), c1), xv), q);
-        return rb.div(rb.sub(a, rb.mul(k, p)), rb.add(k, c1));
-      });
-      return first_of(b, {{neg, zero}, {at_hi, one}, {at_lo, sign1}, {n0, one}, {n1, x}}, r);
-    }
+    case Polynomial::kLegendreP:
+      return cases_else({{neg, zero}, {at_hi, one}, {at_lo, sign1}, {n0, one}, {n1, x}},
+                        from1(x, [](Builder& rb, Value k, Value xv, Value p, Value q) {
+                          Value c1 = rb.constant(rb.dtype(xv), 1, rb.dims(xv));
+                          Value a = rb.mul(rb.mul(rb.add(rb.add(k, k), c1), xv), q);
+                          return rb.div(rb.sub(a, rb.mul(k, p)), rb.add(k, c1));
+                        }));
   }
   throw LoweringError("orthogonal_polynomial: unknown polynomial");
 }
