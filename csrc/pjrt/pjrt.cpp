@@ -443,6 +443,15 @@ std::unique_ptr<Client> Client::create(const Plugin& plugin, int64_t cpu_device_
   if (cpu_device_count > 0) {
     a.create_options = &option;
     a.num_options = 1;
+    // The device count is a CPU plugin option; other plugins (XLA's GPU one)
+    // reject names they do not know, so they are created without it.
+    PJRT_Error* err = api->PJRT_Client_Create(&a);
+    if (err == nullptr) return std::unique_ptr<Client>(new Client(api, a.client));
+    if (error_message(api, err).find(kDeviceCount) == std::string::npos)
+      check(api, err, "PJRT_Client_Create");
+    destroy_error(api, err);
+    a = PJRT_Client_Create_Args{};
+    a.struct_size = PJRT_Client_Create_Args_STRUCT_SIZE;
   }
   check(api, api->PJRT_Client_Create(&a), "PJRT_Client_Create");
   return std::unique_ptr<Client>(new Client(api, a.client));
