@@ -224,3 +224,27 @@ def test_orthogonal_polynomials(name):
     assert_native()
     with pytest.raises(NotImplementedError):
         fn(x.bfloat16().to("tpu"), n[:1].bfloat16().to("tpu"))
+
+
+@pytest.mark.parametrize("fn", [torch.igamma, torch.igammac])
+def test_incomplete_gamma(fn):
+    # Every regime (series, continued fraction, a ~ x large) and every
+    # boundary (a or x zero, negative, infinite, NaN), float32, float64 and
+    # bfloat16, integers refused, broadcasting, out= and in-place forms.
+    torchtpu.debug.reset_metrics()
+    vals = torch.tensor([0., 1e-3, 0.1, 0.5, 1, 1.5, 2, 5, 10, 20, 50, 100, 150, 250, 1000, 1e4,
+                         float("inf"), float("nan"), -1.])
+    a, x = torch.meshgrid(vals, vals, indexing="ij")
+    same(fn, a, x, rtol=1e-5, atol=1e-6)
+    same(fn, a.double(), x.double(), rtol=1e-8, atol=1e-9)
+    same(fn, a.bfloat16(), x.bfloat16())
+    same(fn, vals[:6].view(2, 3), vals[3:6])  # broadcast
+    with pytest.raises(NotImplementedError, match="not implemented for 'Long'"):  # as the CPU: no promotion
+        fn(torch.arange(1, 7, device="tpu"), torch.arange(6, device="tpu"))
+    gen = torch.Generator().manual_seed(5)
+    a, x = torch.rand(1000, generator=gen) * 30, torch.rand(1000, generator=gen) * 30
+    same(fn, a, x, rtol=1e-5, atol=1e-6)
+    same(lambda p, q: fn(p, q, out=torch.empty_like(p)), a[:8], x[:8], rtol=1e-5, atol=1e-6)
+    same(lambda p, q: p.clone().igamma_(q) if fn is torch.igamma else p.clone().igammac_(q), a[:8], x[:8],
+         rtol=1e-5, atol=1e-6)
+    assert_native()

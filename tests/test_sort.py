@@ -311,3 +311,57 @@ def test_unique_and_unique_consecutive(dtype):
         _same_unique(lambda t: torch.unique_consecutive(t, return_counts=True), y)
     torchtpu.synchronize()
     assert torchtpu.debug.metrics()["cpu_fallbacks"] == {}
+
+
+@pytest.mark.parametrize("x", [torch.randn(100, generator=torch.Generator().manual_seed(1)),
+                               torch.randn(7, 3, generator=torch.Generator().manual_seed(2)).t(),
+                               torch.tensor([1., 1, 1]), torch.empty(0), torch.arange(10.),
+                               torch.tensor([0., float("inf"), 2.])])
+def test_histogram(x):
+    # A bin count over the data's range or a given one (values outside and
+    # +-inf skipped), weights, density, and explicit edges; no host sync is
+    # needed for the data's extremes.
+    torchtpu.debug.reset_metrics()
+    w = torch.rand(x.shape, generator=torch.Generator().manual_seed(3))
+    for bins, rng, weight, density in [(5, (0., 1.), None, False), (10, (-1., 2.), w, True),
+                                       (1, (0., 0.), w, False), (100, (-3., 3.), None, True)]:
+        want = torch.histogram(x, bins, range=rng, weight=weight, density=density)
+        got = torch.histogram(x.to("tpu"), bins, range=rng, weight=None if weight is None else weight.to("tpu"),
+                              density=density)
+        for g, e in zip(got, want):
+            torch.testing.assert_close(g.cpu(), e, equal_nan=True)
+    if torch.isfinite(x).all():
+        for g, e in zip(torch.histogram(x.to("tpu"), 7), torch.histogram(x, 7)):
+            torch.testing.assert_close(g.cpu(), e)
+    edges = torch.tensor([-1., 0., 0.5, 2.])
+    for g, e in zip(torch.histogram(x.to("tpu"), edges.to("tpu"), weight=w.to("tpu")),
+                    torch.histogram(x, edges, weight=w)):
+        torch.testing.assert_close(g.cpu(), e)
+    assert torchtpu.debug.metrics()["cpu_fallbacks"] == {}
+
+
+def test_histogram_of_non_finite_data_raises_at_the_sync_point():
+    # The CPU raises for a range it reads from data holding inf or NaN; the
+    # device checks the extremes it computed and raises at the next sync.
+    for bad in (float("inf"), float("nan")):
+        with pytest.raises(RuntimeError, match="range of the input is not finite"):
+            torch.histogram(torch.tensor([0., bad]).to("tpu"), 3)[0].cpu()
+
+
+@pytest.mark.parametrize("shape,bins", [((50, 2), [3, 4]), ((4, 5, 3), [2, 1, 5]), ((20, 1), [7])])
+def test_histogramdd(shape, bins):
+    torchtpu.debug.reset_metrics()
+    gen = torch.Generator().manual_seed(4)
+    x = torch.randn(shape, generator=gen)
+    w = torch.rand(shape[:-1], generator=gen)
+    for density in (False, True):
+        want = torch.histogramdd(x, bins, weight=w, density=density)
+        got = torch.histogramdd(x.to("tpu"), bins, weight=w.to("tpu"), density=density)
+        torch.testing.assert_close(got.hist.cpu(), want.hist)
+        for g, e in zip(got.bin_edges, want.bin_edges):
+            torch.testing.assert_close(g.cpu(), e)
+    edges = [torch.sort(torch.randn(4, generator=gen)).values for _ in range(shape[-1])]
+    want = torch.histogramdd(x, edges)
+    got = torch.histogramdd(x.to("tpu"), [e.to("tpu") for e in edges])
+    torch.testing.assert_close(got.hist.cpu(), want.hist)
+    assert torchtpu.debug.metrics()["cpu_fallbacks"] == {}

@@ -366,6 +366,10 @@ TPU_MATH_BINARY(fmax, ".out", Rule::kAny, ops::fmax)
 TPU_MATH_BINARY(fmin, ".out", Rule::kAny, ops::fmin)
 TPU_MATH_BINARY(logaddexp, ".out", Rule::kFloatOnly, ops::logaddexp)
 TPU_MATH_BINARY(logaddexp2, ".out", Rule::kFloatOnly, ops::logaddexp2)
+TPU_MATH_BINARY(igamma, ".out", Rule::kFloatOnly,
+                [](Builder& b, Value a, Value x) { return ops::igamma(b, a, x, /*upper=*/false); })
+TPU_MATH_BINARY(igammac, ".out", Rule::kFloatOnly,
+                [](Builder& b, Value a, Value x) { return ops::igamma(b, a, x, /*upper=*/true); })
 
 at::Tensor& heaviside_out(const at::Tensor& a, const at::Tensor& v, at::Tensor& out) {
   TPU_COUNT("aten::heaviside.out");
@@ -448,6 +452,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("heaviside.out", TORCH_FN(heaviside_out));
   TPU_REG(hypot)
   TPU_REG(i0)
+  TPU_REG(igamma)
+  TPU_REG(igammac)
   TPU_REG(lgamma)
   TPU_REG(log10)
   TPU_REG_NO_INPLACE(logaddexp)

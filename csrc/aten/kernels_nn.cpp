@@ -4,6 +4,7 @@
 #include <torch/library.h>
 
 #include "aten/device.h"
+#include "aten/linspace.h"
 #include "aten/tensor_ir.h"
 
 namespace torchtpu::aten {
@@ -281,31 +282,17 @@ at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at:
   return out;
 }
 
+}  // namespace
+
 // As PyTorch's CPU kernel: step = (end - start) / (steps - 1) in the result
 // dtype (double for integers); the first half counts up from start, the
 // second down from end; 16-bit floats round after each operation.
-at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t steps, at::Tensor& out) {
-  TPU_COUNT("aten::linspace.out");
-  TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
-  TORCH_CHECK(!start.isComplex() && !end.isComplex() && !at::isComplexType(out.scalar_type()),
-              "linspace: complex values are not supported on tpu");
-  if (out.numel() != steps) out.resize_({steps});
-  if (steps == 0) return out;
-  const at::ScalarType rt = out.scalar_type();
-  const bool integral = at::isIntegralType(rt, /*includeBool=*/true);
-  const bool half = at::isReducedFloatingType(rt);
-  const at::ScalarType ct = integral ? at::kDouble : half ? at::kFloat : rt;
-  Kernel k("aten::linspace", out);
+Value linspace_values(Kernel& k, Value s0, Value e0, int64_t steps, at::ScalarType rt) {
   Builder& b = k.b();
+  const bool half = at::isReducedFloatingType(rt);
+  const at::ScalarType ct = linspace_compute_type(rt);
   auto round = [&](Value v) { return half ? b.convert(b.convert(v, to_ir(rt)), to_ir(ct)) : v; };
-  // start and end in the result dtype first (an integer result truncates them).
-  auto in_result = [&](const at::Scalar& s) { return b.convert(b.convert(k.scalar(s, ct), to_ir(rt)), to_ir(ct)); };
-  Value s0 = in_result(start), e0 = in_result(end);
-  if (steps == 1) {
-    k.into(out, b.reshape(s0, {1}));
-    k.run();
-    return out;
-  }
+  if (steps == 1) return b.reshape(s0, {1});
   // The divisor is a parameter: XLA turns a division by a constant into a
   // multiplication by its reciprocal, which rounds differently.
   Value step = round(b.div(round(b.sub(e0, s0)), k.scalar(at::Scalar(steps - 1), ct)));
@@ -326,7 +313,30 @@ at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t
       finish(b.sub(b.broadcast_to(b.convert(e0, to_ir(mt)), n), fma ? b.mul(stepm, back) : round(b.mul(stepm, back))));
   Value first_half = b.compare(b.iota(DType::kS64, n, 0), b.constant(DType::kS64, static_cast<double>(steps / 2), n),
                                ops::Cmp::kLT);
-  k.into(out, b.select(first_half, up, down));
+  return b.select(first_half, up, down);
+}
+
+at::ScalarType linspace_compute_type(at::ScalarType rt) {
+  if (at::isIntegralType(rt, /*includeBool=*/true)) return at::kDouble;
+  return at::isReducedFloatingType(rt) ? at::kFloat : rt;
+}
+
+namespace {
+
+at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t steps, at::Tensor& out) {
+  TPU_COUNT("aten::linspace.out");
+  TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
+  TORCH_CHECK(!start.isComplex() && !end.isComplex() && !at::isComplexType(out.scalar_type()),
+              "linspace: complex values are not supported on tpu");
+  if (out.numel() != steps) out.resize_({steps});
+  if (steps == 0) return out;
+  const at::ScalarType rt = out.scalar_type();
+  const at::ScalarType ct = linspace_compute_type(rt);
+  Kernel k("aten::linspace", out);
+  Builder& b = k.b();
+  // start and end in the result dtype first (an integer result truncates them).
+  auto in_result = [&](const at::Scalar& s) { return b.convert(b.convert(k.scalar(s, ct), to_ir(rt)), to_ir(ct)); };
+  k.into(out, linspace_values(k, in_result(start), in_result(end), steps, rt));
   k.run();
   return out;
 }

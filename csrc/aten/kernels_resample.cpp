@@ -1,14 +1,22 @@
 // Upsampling: nearest and nearest-exact (1-D to 3-D), linear, bilinear,
-// trilinear and bicubic, forward and backward, with the argument checks of
-// PyTorch's kernels. Nearest source indices follow the formula the CPU kernel
+// trilinear and bicubic, antialiased bilinear and bicubic, and grid sampling
+// (2-D and 3-D), forward and backward, with the argument checks of PyTorch's
+// kernels. Nearest source indices follow the formula the CPU kernel
 // picks for the input's layout and sizes (its vectorized kernels use
 // nearest_idx, the generic one HelperInterpNearest), so the same pixel is
 // chosen. Interpolation computes in float32 and rounds once.
+#include <ATen/native/CPUFallback.h>
 #include <ATen/native/UpSample.h>
+#include <ATen/ops/grid_sampler_2d_backward_ops.h>
+#include <ATen/ops/grid_sampler_2d_ops.h>
+#include <ATen/ops/grid_sampler_3d_backward_ops.h>
+#include <ATen/ops/grid_sampler_3d_ops.h>
 #include <c10/util/accumulate.h>
 #include <torch/library.h>
 
+#include "aten/fallback.h"
 #include "aten/tensor_ir.h"
+#include "ops/grid_sample.h"
 #include "ops/resample.h"
 
 namespace torchtpu::aten {
@@ -152,6 +160,162 @@ at::Tensor interp_backward_impl(const char* op, bool cubic, const at::Tensor& gr
   return result;
 }
 
+// Antialiased bilinear and bicubic: each resized dim sums a window of
+// input positions with weights that the host computes as the CPU does and
+// hands to the device as two small tables. The forward pass leaves dims of
+// unchanged size alone and resizes the width first, as the CPU's separable
+// kernel does.
+struct AaTables {
+  at::Tensor index, weight;
+};
+
+AaTables aa_tables(const ResampleAxis& a, bool align_corners, bool cubic, c10::Device device) {
+  ops::AntialiasTaps t = ops::antialias_taps(a, align_corners, cubic);
+  return {at::from_blob(t.index.data(), {t.taps, a.out}, at::kLong).to(device),
+          at::from_blob(t.weight.data(), {t.taps, a.out}, at::kFloat).to(device)};
+}
+
+at::Tensor aa_impl(const char* op, bool cubic, const at::Tensor& self, c10::SymIntArrayRef output_size,
+                   bool align_corners, const Scales& scales, const at::Tensor* out) {
+  const ir::Dims full = common_check(op, self.sizes(), concrete(output_size), 2);
+  check_input(op, self, 2);
+  TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() == at::kFloat, op, ": dtype ", self.scalar_type(),
+                              " is not supported (float32 only, as on the CPU)");
+  if (out) check_same_device(op, self.device(), {out});
+  const std::vector<ResampleAxis> axes = axes_of(self.sizes(), full, scales);
+  AaTables t[2];
+  for (int d = 0; d < 2; ++d)
+    if (axes[d].in != axes[d].out) t[d] = aa_tables(axes[d], align_corners, cubic, self.device());
+  Kernel k(op, self);
+  Value x = k.in(self, at::kFloat);
+  for (int d = 1; d >= 0; --d)
+    if (t[d].index.defined()) x = ops::antialias_apply(k.b(), x, 2 + d, k.in(t[d].index), k.in(t[d].weight));
+  at::Tensor result = k.result(x, self.scalar_type(), out);
+  k.run();
+  return result;
+}
+
+at::Tensor aa_backward_impl(const char* op, bool cubic, const at::Tensor& grad, c10::SymIntArrayRef output_size,
+                            c10::SymIntArrayRef input_size, bool align_corners, const Scales& scales,
+                            const at::Tensor* grad_input) {
+  const ir::Dims in = concrete(input_size);
+  const ir::Dims full = common_check(op, in, concrete(output_size), 2);
+  check_grad(op, grad, full);
+  TORCH_CHECK_NOT_IMPLEMENTED(grad.scalar_type() == at::kFloat, op, ": dtype ", grad.scalar_type(),
+                              " is not supported (float32 only, as on the CPU)");
+  if (grad_input) check_same_device(op, grad.device(), {grad_input});
+  const std::vector<ResampleAxis> axes = axes_of(in, full, scales);
+  AaTables t[2];
+  for (int d = 0; d < 2; ++d) t[d] = aa_tables(axes[d], align_corners, cubic, grad.device());
+  Kernel k(op, grad);
+  Value g = k.in(grad, at::kFloat);
+  for (int d = 0; d < 2; ++d)
+    g = ops::antialias_apply_backward(k.b(), g, 2 + d, k.in(t[d].index), k.in(t[d].weight), axes[d].in);
+  at::Tensor result = k.result(g, grad.scalar_type(), grad_input);
+  k.run();
+  return result;
+}
+
+// ---- grid_sampler_2d / 3d --------------------------------------------------------------
+
+// check_grid_sampler_common and the 2-D / 3-D checks.
+ops::GridSpec grid_check(const char* op, const at::Tensor& input, const at::Tensor& grid, int64_t interp,
+                         int64_t padding, bool align_corners, int64_t dim) {
+  check_same_device(op, input.device(), {&grid});
+  TORCH_CHECK(input.dim() == dim && grid.dim() == dim, "grid_sampler(): expected ", dim,
+              "D input and grid with same number of dimensions, but got input with sizes ", input.sizes(),
+              " and grid with sizes ", grid.sizes());
+  TORCH_CHECK(input.size(0) == grid.size(0), "grid_sampler(): expected grid and input to have same batch size, "
+              "but got input with sizes ", input.sizes(), " and grid with sizes ", grid.sizes());
+  TORCH_CHECK(grid.size(-1) == dim - 2, "grid_sampler(): expected grid to have size ", dim - 2,
+              " in last dimension, but got grid with sizes ", grid.sizes());
+  for (int64_t i = 2; i < dim; ++i)
+    TORCH_CHECK(input.size(i) > 0, "grid_sampler(): expected input to have non-empty spatial dimensions, but input "
+                "has sizes ", input.sizes(), " with dimension ", i, " being empty");
+  TORCH_CHECK(interp >= 0 && interp <= 2 && padding >= 0 && padding <= 2, op, ": unknown interpolation mode ",
+              interp, " or padding mode ", padding);
+  TORCH_CHECK(!(dim == 5 && interp == 2), "grid_sampler(): bicubic interpolation only supports 4D input");
+  TORCH_CHECK(input.scalar_type() == grid.scalar_type(), "grid_sampler(): expected input and grid to have the same "
+              "dtype, but input has ", input.scalar_type(), " and grid has ", grid.scalar_type());
+  check_dtype(op, input.scalar_type(), /*allow_byte=*/false);
+  return {static_cast<ops::GridInterp>(interp), static_cast<ops::GridPadding>(padding), align_corners};
+}
+
+at::Tensor grid_sampler_impl(const char* op, const at::Tensor& input, const at::Tensor& grid, int64_t interp,
+                             int64_t padding, bool align_corners, int64_t dim) {
+  const ops::GridSpec spec = grid_check(op, input, grid, interp, padding, align_corners, dim);
+  std::vector<int64_t> shape{input.size(0), input.size(1)};
+  for (int64_t i = 1; i < grid.dim() - 1; ++i) shape.push_back(grid.size(i));
+  if (c10::multiply_integers(shape) == 0) return at::empty(shape, input.options());
+  Kernel k(op, input);
+  Value r = ops::grid_sample(k.b(), k.in(input, at::kFloat), k.in(grid, at::kFloat), spec);
+  at::Tensor out = k.out(r, input.scalar_type());
+  k.run();
+  return out;
+}
+
+std::tuple<at::Tensor, at::Tensor> grid_sampler_backward_impl(const char* op, const at::Tensor& grad,
+                                                              const at::Tensor& input, const at::Tensor& grid,
+                                                              int64_t interp, int64_t padding, bool align_corners,
+                                                              std::array<bool, 2> mask, int64_t dim) {
+  const ops::GridSpec spec = grid_check(op, input, grid, interp, padding, align_corners, dim);
+  check_same_device(op, input.device(), {&grad});
+  at::Tensor gi, gg;
+  if (input.numel() == 0 || grid.numel() == 0 || grad.numel() == 0) {
+    if (mask[0]) gi = at::zeros_like(input);
+    if (mask[1]) gg = at::zeros_like(grid);
+    return {gi, gg};
+  }
+  Kernel k(op, input);
+  auto [vi, vg] = ops::grid_sample_backward(k.b(), k.in(grad, at::kFloat), k.in(input, at::kFloat),
+                                            k.in(grid, at::kFloat), spec, mask[0], mask[1]);
+  if (mask[0]) gi = k.out(vi, input.scalar_type());
+  if (mask[1]) gg = k.out(vg, grid.scalar_type());
+  k.run();
+  return {gi, gg};
+}
+
+// The CPU kernels round every step of 16-bit inputs to their dtype (the
+// coordinates too, which moves taps); those run on the CPU fallback.
+bool grid_on_cpu(const at::Tensor& input) { return at::isReducedFloatingType(input.scalar_type()); }
+
+at::Tensor grid_sampler_2d(const at::Tensor& input, const at::Tensor& grid, int64_t interp, int64_t padding,
+                           bool align_corners) {
+  TPU_COUNT("aten::grid_sampler_2d");
+  if (grid_on_cpu(input))
+    return at::native::call_fallback_fn<&cpu_fallback, at::_ops::grid_sampler_2d>::call(input, grid, interp, padding,
+                                                                                       align_corners);
+  return grid_sampler_impl("aten::grid_sampler_2d", input, grid, interp, padding, align_corners, 4);
+}
+at::Tensor grid_sampler_3d(const at::Tensor& input, const at::Tensor& grid, int64_t interp, int64_t padding,
+                           bool align_corners) {
+  TPU_COUNT("aten::grid_sampler_3d");
+  if (grid_on_cpu(input))
+    return at::native::call_fallback_fn<&cpu_fallback, at::_ops::grid_sampler_3d>::call(input, grid, interp, padding,
+                                                                                       align_corners);
+  return grid_sampler_impl("aten::grid_sampler_3d", input, grid, interp, padding, align_corners, 5);
+}
+std::tuple<at::Tensor, at::Tensor> grid_sampler_2d_backward(const at::Tensor& grad, const at::Tensor& input,
+                                                            const at::Tensor& grid, int64_t interp, int64_t padding,
+                                                            bool align_corners, std::array<bool, 2> mask) {
+  TPU_COUNT("aten::grid_sampler_2d_backward");
+  if (grid_on_cpu(input))
+    return at::native::call_fallback_fn<&cpu_fallback, at::_ops::grid_sampler_2d_backward>::call(
+        grad, input, grid, interp, padding, align_corners, mask);
+  return grid_sampler_backward_impl("aten::grid_sampler_2d_backward", grad, input, grid, interp, padding,
+                                    align_corners, mask, 4);
+}
+std::tuple<at::Tensor, at::Tensor> grid_sampler_3d_backward(const at::Tensor& grad, const at::Tensor& input,
+                                                            const at::Tensor& grid, int64_t interp, int64_t padding,
+                                                            bool align_corners, std::array<bool, 2> mask) {
+  TPU_COUNT("aten::grid_sampler_3d_backward");
+  if (grid_on_cpu(input))
+    return at::native::call_fallback_fn<&cpu_fallback, at::_ops::grid_sampler_3d_backward>::call(
+        grad, input, grid, interp, padding, align_corners, mask);
+  return grid_sampler_backward_impl("aten::grid_sampler_3d_backward", grad, input, grid, interp, padding,
+                                    align_corners, mask, 5);
+}
+
 using OptD = std::optional<double>;
 #define TPU_SCALES_1 OptD s0
 #define TPU_SCALES_2 OptD s0, OptD s1
@@ -203,6 +367,31 @@ using OptD = std::optional<double>;
     return gi;                                                                                                    \
   }
 
+#define TPU_AA(NAME, CUBIC)                                                                                       \
+  at::Tensor NAME(const at::Tensor& s, c10::SymIntArrayRef o, bool ac, TPU_SCALES_2) {                            \
+    TPU_COUNT("aten::" #NAME);                                                                                    \
+    return aa_impl("aten::" #NAME, CUBIC, s, o, ac, TPU_LIST_2, nullptr);                                         \
+  }                                                                                                               \
+  at::Tensor& NAME##_out(const at::Tensor& s, c10::SymIntArrayRef o, bool ac, TPU_SCALES_2, at::Tensor& out) {    \
+    TPU_COUNT("aten::" #NAME ".out");                                                                             \
+    aa_impl("aten::" #NAME ".out", CUBIC, s, o, ac, TPU_LIST_2, &out);                                            \
+    return out;                                                                                                   \
+  }                                                                                                               \
+  at::Tensor NAME##_backward(const at::Tensor& g, c10::SymIntArrayRef o, c10::SymIntArrayRef i, bool ac,          \
+                             TPU_SCALES_2) {                                                                      \
+    TPU_COUNT("aten::" #NAME "_backward");                                                                        \
+    return aa_backward_impl("aten::" #NAME "_backward", CUBIC, g, o, i, ac, TPU_LIST_2, nullptr);                \
+  }                                                                                                               \
+  at::Tensor& NAME##_backward_out(const at::Tensor& g, c10::SymIntArrayRef o, c10::SymIntArrayRef i, bool ac,     \
+                                  TPU_SCALES_2, at::Tensor& gi) {                                                 \
+    TPU_COUNT("aten::" #NAME "_backward.grad_input");                                                             \
+    aa_backward_impl("aten::" #NAME "_backward.grad_input", CUBIC, g, o, i, ac, TPU_LIST_2, &gi);                \
+    return gi;                                                                                                    \
+  }
+
+TPU_AA(_upsample_bilinear2d_aa, false)
+TPU_AA(_upsample_bicubic2d_aa, true)
+#undef TPU_AA
 TPU_NEAREST(upsample_nearest1d, 1, false)
 TPU_NEAREST(upsample_nearest2d, 2, false)
 TPU_NEAREST(upsample_nearest3d, 3, false)
@@ -225,6 +414,12 @@ TPU_INTERP(upsample_bicubic2d, 2, true)
   m.impl(#NAME "_backward.grad_input", TORCH_FN(NAME##_backward_out))
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("grid_sampler_2d", TORCH_FN(grid_sampler_2d));
+  m.impl("grid_sampler_2d_backward", TORCH_FN(grid_sampler_2d_backward));
+  m.impl("grid_sampler_3d", TORCH_FN(grid_sampler_3d));
+  m.impl("grid_sampler_3d_backward", TORCH_FN(grid_sampler_3d_backward));
+  TPU_REGISTER(_upsample_bicubic2d_aa);
+  TPU_REGISTER(_upsample_bilinear2d_aa);
   TPU_REGISTER(_upsample_nearest_exact1d);
   TPU_REGISTER(_upsample_nearest_exact2d);
   TPU_REGISTER(_upsample_nearest_exact3d);

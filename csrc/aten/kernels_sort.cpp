@@ -1,6 +1,6 @@
 // Sorting and order statistics: sort, topk, kthvalue, median and nanmedian,
 // mode, the cummax/cummin helpers, logcumsumexp, searchsorted/bucketize,
-// isin and histc. Among equal values, index outputs follow the stable order
+// isin. Among equal values, index outputs follow the stable order
 // (the CPU's unstable sorts may name another of the equals); median's NaN
 // and mode's choice are the CPU's.
 #include <ATen/WrapDimUtils.h>
@@ -453,82 +453,6 @@ at::Tensor& isin_st_out(const at::Scalar& element, const at::Tensor& test, bool 
   return out;
 }
 
-// ---- histc ----------------------------------------------------------------------------
-
-// histc as PyTorch's CPU kernel: edges min and max (rounded to the input's
-// dtype), or the data's extremes when they are equal (widened by 1 when
-// those are equal too); bin = trunc((x - lo) * bins / (hi - lo)) in the
-// input's dtype (16-bit floats round each step, as c10's arithmetic), the
-// top edge counted in the last bin, NaN and values outside skipped. Counts
-// accumulate in float32.
-at::Tensor histc_impl(const at::Tensor& self, int64_t bins, const at::Scalar& min, const at::Scalar& max,
-                      at::Tensor* out) {
-  const char* op = out ? "aten::histc.out" : "aten::histc";
-  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()), "\"histogram_cpu\" not implemented for '",
-                              at::toString(self.scalar_type()), "'");
-  TORCH_CHECK(bins > 0, "torch.histogram(): bins must be > 0, but got ", bins, " for dimension 0");
-  if (out) {
-    check_same_device(op, self.device(), {out});
-    TORCH_CHECK(out->scalar_type() == self.scalar_type(), "torch.histc: input tensor and hist tensor should have "
-                "the same dtype, but got input ", self.scalar_type(), " and hist ", out->scalar_type());
-  }
-  double lo = min.to<double>(), hi = max.to<double>();
-  const bool from_data = lo == hi && self.numel() > 0;
-  if (!from_data) {
-    if (lo == hi) {
-      lo -= 1;
-      hi += 1;
-    }
-    TORCH_CHECK(std::isfinite(lo) && std::isfinite(hi), "torch.histc: range of [", lo, ", ", hi, "] is not finite");
-    TORCH_CHECK(lo < hi, "torch.histc: max must be larger than min");
-  }
-  Kernel k(op, self);
-  Builder& b = k.b();
-  const at::ScalarType st = self.scalar_type();
-  const DType t = to_ir(st);
-  Value hist;
-  if (self.numel() == 0) {
-    hist = b.constant(t, 0, {bins});
-  } else {
-    const int64_t n = self.numel();
-    Value x = b.reshape(k.in(self), {n});
-    Value left, right;
-    if (from_data) {
-      left = b.reduce_min(x, {0});
-      right = b.reduce_max(x, {0});
-      Value same = b.compare(left, right, Cmp::kEQ);
-      left = b.select(same, b.sub(left, b.constant(t, 1)), left);
-      right = b.select(same, b.add(right, b.constant(t, 1)), right);
-      Value finite = b.logical_and(b.graph().add("stablehlo.is_finite", {left}, ir::Type{DType::kBool, {}}),
-                                   b.graph().add("stablehlo.is_finite", {right}, ir::Type{DType::kBool, {}}));
-      k.check(b.unary("stablehlo.not", finite), Kernel::CheckKind::kRuntime, "torch.histc: range of the input is not finite");
-    } else {
-      left = k.scalar(lo, st);
-      right = k.scalar(hi, st);
-    }
-    Value inside = b.logical_and(b.compare(x, left, Cmp::kGE), b.compare(x, right, Cmp::kLE));
-    Value scaled = b.div(b.mul(b.sub(x, left), b.constant(t, static_cast<double>(bins))), b.sub(right, left));
-    Value pos = b.convert(scaled, DType::kS64);
-    const Value zero = b.constant(DType::kS64, 0, {n});
-    pos = b.min(b.select(inside, pos, zero), b.constant(DType::kS64, static_cast<double>(bins - 1), {n}));
-    Value ones = b.select(inside, b.constant(DType::kF32, 1, {n}), b.constant(DType::kF32, 0, {n}));
-    hist = b.scatter(b.constant(DType::kF32, 0, {bins}), b.reshape(pos, {n, 1}), ones, {0}, {}, ir::Body::kAdd);
-  }
-  at::Tensor r = k.result(hist, st, out);
-  k.run();
-  return r;
-}
-at::Tensor histc(const at::Tensor& self, int64_t bins, const at::Scalar& min, const at::Scalar& max) {
-  TPU_COUNT("aten::histc");
-  return histc_impl(self, bins, min, max, nullptr);
-}
-at::Tensor& histc_out(const at::Tensor& self, int64_t bins, const at::Scalar& min, const at::Scalar& max,
-                      at::Tensor& out) {
-  TPU_COUNT("aten::histc.out");
-  histc_impl(self, bins, min, max, &out);
-  return out;
-}
-
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -540,8 +464,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("bucketize.Scalar_out", TORCH_FN(bucketize_scalar_out));
   m.impl("bucketize.Tensor", TORCH_FN(bucketize_tensor));
   m.impl("bucketize.Tensor_out", TORCH_FN(bucketize_tensor_out));
-  m.impl("histc", TORCH_FN(histc));
-  m.impl("histc.out", TORCH_FN(histc_out));
   m.impl("isin.Scalar_Tensor", TORCH_FN(isin_st));
   m.impl("isin.Scalar_Tensor_out", TORCH_FN(isin_st_out));
   m.impl("isin.Tensor_Scalar", TORCH_FN(isin_ts));

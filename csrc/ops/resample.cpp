@@ -98,7 +98,80 @@ Taps interp_taps(Builder& b, const ResampleAxis& a, bool align_corners, bool cub
   return t;
 }
 
+// PIL's filters (Resample.c) as PyTorch's aa_filter computes them.
+float triangle_filter(float x) {
+  if (x < 0) x = -x;
+  return x < 1 ? static_cast<float>(1.0 - x) : 0.f;
+}
+
+float cubic_filter(float x) {
+  const float a = -0.5f;
+  x = std::abs(x);
+  if (x < 1) return ((a + 2) * x - (a + 3)) * x * x + 1;
+  if (x < 2) return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a;
+  return 0.f;
+}
+
 }  // namespace
+
+AntialiasTaps antialias_taps(const ResampleAxis& a, bool align_corners, bool cubic) {
+  const int interp = cubic ? 4 : 2;
+  const float scale = area_scale(a, align_corners);
+  const float support = scale >= 1.0 ? static_cast<float>((interp * 0.5) * scale) : static_cast<float>(interp * 0.5);
+  AntialiasTaps t;
+  t.taps = static_cast<int64_t>(std::ceil(support)) * 2 + 1;
+  t.index.assign(static_cast<size_t>(t.taps * a.out), -1);
+  t.weight.assign(static_cast<size_t>(t.taps * a.out), 0.f);
+  const float invscale = scale >= 1.0 ? static_cast<float>(1.0 / scale) : 1.f;
+  std::vector<float> w(static_cast<size_t>(t.taps));
+  for (int64_t i = 0; i < a.out; ++i) {
+    const float center = static_cast<float>(scale * (i + 0.5));
+    const int64_t xmin = std::max(static_cast<int64_t>(center - support + 0.5), int64_t{0});
+    const int64_t xsize =
+        std::clamp(std::min(static_cast<int64_t>(center + support + 0.5), a.in) - xmin, int64_t{0}, t.taps);
+    float total = 0;
+    for (int64_t j = 0; j < xsize; ++j) {
+      const float x = static_cast<float>((static_cast<float>(j + xmin) - center + 0.5) * invscale);
+      w[j] = cubic ? cubic_filter(x) : triangle_filter(x);
+      total += w[j];
+    }
+    for (int64_t j = 0; j < xsize; ++j) {
+      t.index[static_cast<size_t>(j * a.out + i)] = xmin + j;
+      t.weight[static_cast<size_t>(j * a.out + i)] = total != 0 ? w[j] / total : w[j];
+    }
+  }
+  return t;
+}
+
+Value antialias_apply(Builder& b, Value x, int64_t dim, Value index, Value weight) {
+  const int64_t taps = b.dims(index)[0], out = b.dims(index)[1];
+  Value acc;
+  for (int64_t j = 0; j < taps; ++j) {
+    Value idx = b.reshape(b.slice_dim(index, 0, j, j + 1), {out});
+    Value w = b.reshape(b.slice_dim(weight, 0, j, j + 1), {out});
+    Value v = take_along(b, x, dim, b.max(idx, b.constant(DType::kS64, 0)));
+    const Dims d = b.dims(v);
+    Value term = b.select(row(b, b.compare(idx, b.constant(DType::kS64, 0), Cmp::kGE), d, dim),
+                          b.mul(v, row(b, w, d, dim)), b.constant(DType::kF32, 0, d));
+    acc = acc.valid() ? b.add(acc, term) : term;
+  }
+  return acc;
+}
+
+Value antialias_apply_backward(Builder& b, Value grad, int64_t dim, Value index, Value weight, int64_t in_size) {
+  const int64_t taps = b.dims(index)[0], out = b.dims(index)[1];
+  const Dims d = b.dims(grad);
+  std::vector<Value> parts, idx;
+  for (int64_t j = 0; j < taps; ++j) {
+    Value ij = b.reshape(b.slice_dim(index, 0, j, j + 1), {out});
+    Value w = b.reshape(b.slice_dim(weight, 0, j, j + 1), {out});
+    // A tap past the window adds 0 at position 0.
+    Value in = row(b, b.compare(ij, b.constant(DType::kS64, 0), Cmp::kGE), d, dim);
+    parts.push_back(b.select(in, b.mul(grad, row(b, w, d, dim)), b.constant(DType::kF32, 0, d)));
+    idx.push_back(b.max(ij, b.constant(DType::kS64, 0)));
+  }
+  return put_add_along(b, b.concatenate(parts, dim), dim, b.concatenate(idx, 0), in_size);
+}
 
 std::vector<int64_t> nearest_indices(const ResampleAxis& a, NearestRule rule) {
   std::vector<int64_t> t(static_cast<size_t>(a.out));

@@ -48,6 +48,24 @@ Value upsample_interp(Builder& b, Value x, const std::vector<ResampleAxis>& axes
 Value upsample_interp_backward(Builder& b, Value grad, const std::vector<ResampleAxis>& axes, bool align_corners,
                                bool cubic);
 
+// Antialiased resampling (PIL's triangle and a = -0.5 cubic filters, the
+// support widened by the scale when downsampling, each output's weights
+// normalized), with PyTorch's float arithmetic, computed on the host: per
+// output position a window of up to `taps` input positions. Row-major
+// [taps, out] tables; index -1 marks a tap past the window.
+struct AntialiasTaps {
+  int64_t taps = 0;
+  std::vector<int64_t> index;
+  std::vector<float> weight;
+};
+AntialiasTaps antialias_taps(const ResampleAxis& a, bool align_corners, bool cubic);
+// Resamples dim `dim` of `x` (float32) with the tables (s64 and f32
+// [taps, out]): each output sums its window's weighted values in window
+// order; values outside the window are never read.
+Value antialias_apply(Builder& b, Value x, int64_t dim, Value index, Value weight);
+// The gradient: `grad` (dim sized out) scatter-added back onto `in_size`.
+Value antialias_apply_backward(Builder& b, Value grad, int64_t dim, Value index, Value weight, int64_t in_size);
+
 // s64 [n] holding `table`, rebuilt from integer arithmetic: the floor of
 // (o * mul + add) / div, capped at `hi`, with the positions where `table`
 // differs patched; or, when that needs many patches, from runs of equal

@@ -53,6 +53,10 @@ Zeta zeta(Builder& b, Value x, Value q);
 // polygamma of order n >= 2 (n! * zeta(n + 1, x) with the sign of n + 1).
 Zeta polygamma(Builder& b, int64_t n, Value x);
 
+// Regularized lower (P) or, when `upper`, upper (Q) incomplete gamma
+// function of a and x (broadcastable, one float dtype).
+Value igamma(Builder& b, Value a, Value x, bool upper);
+
 Value i0(Builder& b, Value x);
 Value i0e(Builder& b, Value x);
 Value i1(Builder& b, Value x);
