@@ -30,7 +30,15 @@ system-deps:
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq libgtest-dev ccache >/dev/null; \
 	fi
 
-setup: $(STAMP) system-deps
+# The package's metadata in the venv, so that torch.compile finds the Dynamo
+# backend "tpu" through its entry point (torch_dynamo_backends) without an
+# import of torchtpu.
+REGISTERED := $(VENV)/.registered
+$(REGISTERED): $(STAMP) Makefile
+	$(VPY) -c "import os, site; d = os.path.join(site.getsitepackages()[0], 'torchtpu-0.1.0.dist-info'); os.makedirs(d, exist_ok=True); open(os.path.join(d, 'METADATA'), 'w').write('Metadata-Version: 2.1\nName: torchtpu\nVersion: 0.1.0\n'); open(os.path.join(d, 'entry_points.txt'), 'w').write('[torch_dynamo_backends]\ntpu = torchtpu.dynamo:backend\n')"
+	touch $@
+
+setup: $(STAMP) $(REGISTERED) system-deps
 
 build: setup
 	cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release \

@@ -10,6 +10,8 @@ one JSON line per result:
 
     python benchmarks/train_step.py            # everything (a few minutes)
     python benchmarks/train_step.py --quick    # fewer steps
+    python benchmarks/train_step.py --compiled # torch.compile(backend="tpu") against the eager modes,
+                                               # PyTorch CPU eager and Inductor on the CPU
 """
 import argparse
 import json
@@ -39,9 +41,10 @@ def emit(bench, mode, metric, value, unit, **extra):
 
 
 class Job:
-    """One model, its optimizer and a stream of batches on one device."""
+    """One model, its optimizer and a stream of batches on one device;
+    `backend`: the model and the optimizer step compiled with it."""
 
-    def __init__(self, name, device, schedule_steps=0):
+    def __init__(self, name, device, schedule_steps=0, backend=None):
         torch.manual_seed(0)
         self.device = device
         gen = torch.Generator().manual_seed(0)
@@ -59,16 +62,30 @@ class Job:
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3)
         self.sched = (torch.optim.lr_scheduler.CosineAnnealingLR(self.opt, T_max=schedule_steps)
                       if schedule_steps else None)
+        self.opt_step = self.opt.step
+        if backend:
+            model = torch.compile(self.model, backend=backend)
+            if name == "cnn":
+                self.loss = lambda x, y: torch.nn.functional.cross_entropy(model(x), y)
+            else:
+                self.loss = lambda x, y: model(x, y)
+            self.opt_step = torch.compile(self.opt.step, backend=backend)
 
     def step(self):
         x, y = self.batch()
         loss = self.loss(x.to(self.device), y.to(self.device))
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
-        self.opt.step()
+        self.opt_step()
         if self.sched:
             self.sched.step()
         return loss.item()
+
+
+def set_mode(mode):
+    """The eager mode a benchmark mode runs in (compiled graphs: Strict around them)."""
+    if not mode.startswith("cpu"):
+        torchtpu.set_eager_mode("strict" if mode == "compiled" else mode)
 
 
 def step_times_ms(name, modes, steps, rounds=5, warmup=3):
@@ -78,9 +95,9 @@ def step_times_ms(name, modes, steps, rounds=5, warmup=3):
     mode switch, is not timed."""
     jobs = {}
     for mode in modes:
-        if mode != "cpu_eager":
-            torchtpu.set_eager_mode(mode)
-        jobs[mode] = Job(name, "cpu" if mode == "cpu_eager" else "tpu")
+        set_mode(mode)
+        backend = {"compiled": "tpu", "cpu_inductor": "inductor"}.get(mode)
+        jobs[mode] = Job(name, "cpu" if mode.startswith("cpu") else "tpu", backend=backend)
         for _ in range(warmup):
             jobs[mode].step()
     total = {m: max(3, steps // 4) if m == "debug" else steps for m in modes}  # Debug is slow
@@ -88,8 +105,7 @@ def step_times_ms(name, modes, steps, rounds=5, warmup=3):
     times = {m: [] for m in modes}
     for _ in range(rounds):
         for mode in modes:
-            if mode != "cpu_eager":
-                torchtpu.set_eager_mode(mode)
+            set_mode(mode)
             jobs[mode].step()
             for _ in range(per_round[mode]):
                 t0 = time.perf_counter()
@@ -153,6 +169,8 @@ def main():
     p.add_argument("--steps", type=int, default=None)
     p.add_argument("--models", default="decoder_small,decoder_large,cnn")
     p.add_argument("--first-step-child", nargs=2, metavar=("MODEL", "MODE"))
+    p.add_argument("--compiled", action="store_true",
+                   help="torch.compile(backend='tpu') against Fused, Strict, CPU eager and Inductor on the CPU")
     args = p.parse_args()
     torch.set_num_threads(1)
     if args.first_step_child:
@@ -160,6 +178,15 @@ def main():
         return
     steps = args.steps or (5 if args.quick else 40)
     names = args.models.split(",")
+    if args.compiled:
+        for name in names:
+            extra = DECODERS.get(name, {})
+            t = step_times_ms(name, ("compiled", "fused", "strict", "cpu_eager", "cpu_inductor"), steps, warmup=4)
+            for mode, ms in t.items():
+                emit(name, mode, "step_time", ms, "ms", **extra)
+            for other in ("strict", "fused", "cpu_eager", "cpu_inductor"):
+                emit(name, f"compiled_vs_{other}", "speedup", t[other] / t["compiled"], "x", **extra)
+        return
     for name in names:
         extra = DECODERS.get(name, {})
         t = step_times_ms(name, ("debug", "strict", "fused", "cpu_eager"), steps)

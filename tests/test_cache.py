@@ -332,3 +332,36 @@ def test_memory_tier_is_bounded(cache_in):
     for n in range(61, 261):
         run(n)
     assert _maps() - before < 100, (before, _maps())
+
+
+COMPILED_PROGRAM = r"""
+import json, sys
+import torch, torchtpu
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4)).to("tpu")
+cm = torch.compile(model, backend="tpu")
+x = torch.randn(8, 16).to("tpu")
+loss = cm(x).square().sum()
+loss.backward()
+m = torchtpu.debug.metrics()
+print("RESULT " + json.dumps({"loss": loss.item(), "compilations": m["compilations"],
+                              "programs": m["compiled"]["programs"], "stats": torchtpu.cache.stats()}))
+"""
+
+
+def test_compiled_programs_come_from_the_disk_cache_in_a_second_process(tmp_path):
+    # torch.compile's programs are stored like any graph: a second process
+    # with a warm cache captures its graphs but compiles nothing.
+    script = tmp_path / "compiled.py"
+    script.write_text(COMPILED_PROGRAM)
+    results = []
+    for _ in range(2):
+        r = subprocess.run([sys.executable, str(script)], env=_env(tmp_path / "c"), capture_output=True, text=True,
+                           timeout=600)
+        assert r.returncode == 0, r.stderr[-3000:]
+        line = next(ln for ln in r.stdout.splitlines() if ln.startswith("RESULT "))
+        results.append(json.loads(line[len("RESULT "):]))
+    first, second = results
+    assert first["programs"] == 2 and first["compilations"] >= 2
+    assert second["programs"] == 2 and second["compilations"] == 0
+    assert second["stats"]["local_hits"] >= 2 and second["loss"] == first["loss"]

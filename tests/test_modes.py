@@ -213,61 +213,66 @@ def test_metrics_report():
 
 
 # ---- CPU fallback -------------------------------------------------------------
-# aten::igamma and aten::igammac (regularized incomplete gamma functions)
-# have no tpu lowering: they stand for any op without one.
+# aten::linalg_ldl_factor_ex and aten::linalg_ldl_solve (LDL^T factorization
+# with Bunch-Kaufman pivoting) have no tpu lowering: they stand for any op
+# without one.
 
 def test_fallback_correct_and_counted():
-    x = rand(5, 6, seed=9).abs() + 0.5
-    y = rand(5, 6, seed=3).abs() + 0.25
-    t, u = x.to("tpu"), y.to("tpu")
+    a = rand(4, 4, seed=9)
+    a = a @ a.T + torch.eye(4)
+    b = rand(4, 2, seed=3)
+    t, u = a.to("tpu"), b.to("tpu")
     debug.reset_metrics()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        c = torch.igamma(t, u)
-        s = torch.igammac(t, u)
-        c2 = torch.special.gammainc(u, t)
-    assert c.device.type == "tpu" and s.device.type == "tpu" and c2.device.type == "tpu"
-    torch.testing.assert_close(c.cpu(), torch.igamma(x, y))
-    torch.testing.assert_close(c2.cpu(), torch.igamma(y, x))
-    torch.testing.assert_close(s.cpu(), torch.igammac(x, y))
+        ld, piv = torch.linalg.ldl_factor(t)
+        ld2, _ = torch.linalg.ldl_factor(t * 2)
+        x = torch.linalg.ldl_solve(ld, piv, u)
+    assert ld.device.type == "tpu" and piv.device.type == "tpu" and x.device.type == "tpu"
+    ref_ld, ref_piv = torch.linalg.ldl_factor(a)
+    torch.testing.assert_close(ld.cpu(), ref_ld)
+    torch.testing.assert_close(piv.cpu(), ref_piv)
+    torch.testing.assert_close(ld2.cpu(), torch.linalg.ldl_factor(a * 2)[0])
+    ref_x = torch.linalg.ldl_solve(ref_ld, ref_piv, b)
+    torch.testing.assert_close(x.cpu(), ref_x)
     fb = debug.metrics()["cpu_fallbacks"]
-    assert fb == {"aten::igamma.out": 2, "aten::igammac.out": 1}
+    assert fb == {"aten::linalg_ldl_factor_ex.out": 2, "aten::linalg_ldl_solve.out": 1}
     # The result is a normal device tensor that lowered ops consume.
-    torch.testing.assert_close((c * 2).cpu(), torch.igamma(x, y) * 2)
+    torch.testing.assert_close((x * 2).cpu(), ref_x * 2)
 
 
 def test_fallback_warns_once():
     # A fresh process: the once-per-op warning is process-wide.
     code = """
 import warnings, pytest, torch, torchtpu
-t = torch.arange(1., 7.).to("tpu")
-with pytest.warns(UserWarning, match="aten::igamma.out.*no tpu lowering"):
-    a = torch.igamma(t, t)
+t = (torch.eye(3) * 2).to("tpu")
+with pytest.warns(UserWarning, match="aten::linalg_ldl_factor_ex.out.*no tpu lowering"):
+    a = torch.linalg.ldl_factor(t).LD
 with warnings.catch_warnings(record=True) as w:
     warnings.simplefilter("always")
-    b = torch.igamma(t, t)
-assert not [x for x in w if "igamma" in str(x.message)], [str(x.message) for x in w]
-ref = torch.igamma(torch.arange(1., 7.), torch.arange(1., 7.))
+    b = torch.linalg.ldl_factor(t).LD
+assert not [x for x in w if "ldl" in str(x.message)], [str(x.message) for x in w]
+ref = torch.linalg.ldl_factor(torch.eye(3) * 2).LD
 assert torch.allclose(a.cpu(), ref) and torch.equal(b.cpu(), a.cpu())
 print("ok", torchtpu.debug.metrics()["cpu_fallbacks"])
 """
     r = run_python(code)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip().splitlines()[-1] == "ok {'aten::igamma.out': 2}"
+    assert r.stdout.strip().splitlines()[-1] == "ok {'aten::linalg_ldl_factor_ex.out': 2}"
 
 
 def test_fallback_error_setting():
     code = """
 import torch, torchtpu
 try:
-    torch.igamma(torch.ones(3, device="tpu"), torch.ones(3, device="tpu"))
+    torch.linalg.ldl_factor(torch.eye(3, device="tpu"))
 except NotImplementedError as e:
     print("raised:", e)
 """
     r = run_python(code, TORCHTPU_CPU_FALLBACK="error")
     assert r.returncode == 0, r.stderr
     out = r.stdout.strip().splitlines()[-1]
-    assert out.startswith("raised:") and "aten::igamma" in out and "TORCHTPU_CPU_FALLBACK" in out
+    assert out.startswith("raised:") and "aten::linalg_ldl_factor_ex" in out and "TORCHTPU_CPU_FALLBACK" in out
 
 
 # ---- errors ---------------------------------------------------------------------

@@ -82,5 +82,14 @@ def plugin() -> str:
     return _PLUGIN
 
 
+def __getattr__(name):
+    # torchtpu.dynamo and torchtpu.export import torch._dynamo / torch.export
+    # (slow): loaded on first use.
+    if name in ("dynamo", "export"):
+        import importlib
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'torchtpu' has no attribute {name!r}")
+
+
 __all__ = ["get_device", "platform", "synchronize", "set_eager_mode", "get_eager_mode", "eager_mode",
-           "debug", "env", "plugin"]
+           "debug", "env", "plugin", "dynamo", "export"]

@@ -1,5 +1,7 @@
 """Metrics: compilations, cache hits, executions, per-op dispatch counts, CPU
-fallbacks and transfer volumes."""
+fallbacks and transfer volumes; the StableHLO of a compiled call."""
+import functools
+
 from . import _C
 
 
@@ -26,3 +28,19 @@ def metrics_report() -> str:
     for name, n in sorted(m["ops"].items(), key=lambda kv: -kv[1]):
         lines.append(f"    {name:<40} {n}")
     return "\n".join(lines)
+
+
+def stablehlo(fn, *args, **kwargs) -> str:
+    """The StableHLO text of what torch.compile(fn, backend="tpu") runs for
+    these arguments: one module per graph captured by the call (a forward
+    graph, or an inference graph when nothing requires grad), each headed by
+    a comment naming it. `fn` may be a function or a module."""
+    import torch
+
+    from . import dynamo
+
+    # A backend object of its own: Dynamo compiles afresh instead of reusing
+    # an earlier torch.compile of the same code.
+    with dynamo.recording() as programs:
+        torch.compile(fn, backend=functools.partial(dynamo.backend))(*args, **kwargs)
+    return "\n".join(f"// {name}\n{program.stablehlo()}" for name, program in programs)

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "aten/fallback.h"
+#include "eager/capture.h"
 #include "eager/metrics.h"
 
 namespace torchtpu::aten {
@@ -25,6 +26,9 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   TORCH_CHECK_NOT_IMPLEMENTED(!fallback_is_error.load(), "The operator '", name,
                               "' has no tpu lowering and CPU fallback is disabled (TORCHTPU_CPU_FALLBACK=error).");
   eager::metrics().count_fallback(name);
+  // Its results come from the host: a compiled function capturing it would
+  // replay this call's values.
+  eager::Capture::abandon_this_thread("an op with no tpu lowering (CPU fallback)");
   bool first;
   {
     std::lock_guard<std::mutex> lock(warned_mu);

@@ -20,14 +20,21 @@
 
 namespace torchtpu::aten {
 
+// The keys are drawn again on every run of a compiled program holding the
+// op, from the same generator, so a compiled step draws new numbers as an
+// eager one does.
 std::pair<Value, Value> random_keys(Kernel& k, const std::optional<at::Generator>& g, const at::Tensor& t) {
-  auto* gen = at::get_generator_or_default<TpuGenerator>(g, default_generator(t.device().index()));
-  std::pair<uint32_t, uint32_t> kv;
-  {
-    std::lock_guard<std::mutex> lock(gen->mutex_);
-    kv = gen->next_keys();
-  }
-  return {k.scalar(static_cast<int64_t>(kv.first), at::kUInt32), k.scalar(static_cast<int64_t>(kv.second), at::kUInt32)};
+  at::Generator gen = g.has_value() && g->defined() ? *g : default_generator(t.device().index());
+  at::check_generator<TpuGenerator>(gen);
+  auto source = std::make_shared<eager::Redraw>();
+  source->draw = [gen]() {
+    auto* impl = at::check_generator<TpuGenerator>(gen);
+    std::lock_guard<std::mutex> lock(impl->mutex_);
+    const std::pair<uint32_t, uint32_t> kv = impl->next_keys();
+    return std::vector<eager::HostScalar>{eager::HostScalar::of_int(kv.first), eager::HostScalar::of_int(kv.second)};
+  };
+  std::vector<Value> v = k.drawn({at::kUInt32, at::kUInt32}, std::move(source));
+  return {v[0], v[1]};
 }
 
 namespace {

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <mutex>
 
+#include "eager/capture.h"
 #include "eager/fused_graph.h"
 
 namespace torchtpu::aten {
@@ -93,13 +94,7 @@ std::atomic<int> flush_queued_for{-1};
 
 namespace {
 
-// A check whose flag the device has not been asked for yet.
-struct PendingCheck {
-  at::Tensor flag;  // 0-d bool on the device
-  Kernel::CheckKind kind;
-  std::string what;
-  eager::OpSite site;
-};
+using PendingCheck = CheckRecord;
 // Per issuing thread, as errors of queued work are; checks of ops that the
 // autograd engine runs (backward) go to a shared list that any thread's
 // sync point raises. Bounded: past the limit the flags are folded into one
@@ -182,6 +177,35 @@ void raise_failed_checks() {
   evaluating_checks = false;
 }
 
+void queue_checks(std::vector<CheckRecord> checks, bool raise_in_debug) {
+  if (checks.empty() || evaluating_checks) return;
+  if (torch::autograd::get_current_node()) {
+    std::lock_guard<std::mutex> lock(backward_checks_mu);
+    for (CheckRecord& c : checks) backward_checks.push_back(std::move(c));
+    if (backward_checks.size() > kMaxPendingChecks) fold_checks(backward_checks);
+    return;
+  }
+  for (CheckRecord& c : checks) pending_checks.push_back(std::move(c));
+  if (raise_in_debug && eager::Runtime::get().mode() == eager::EagerMode::kDebug) {
+    raise_failed_checks();
+  } else if (pending_checks.size() > kMaxPendingChecks) {
+    fold_checks(pending_checks);
+  }
+}
+
+std::vector<CheckRecord> take_checks(const std::function<bool(const at::Tensor&)>& pred) {
+  std::vector<CheckRecord> out;
+  auto take = [&](std::vector<CheckRecord>& list) {
+    std::vector<CheckRecord> keep;
+    for (CheckRecord& c : list) (pred(c.flag) ? out : keep).push_back(std::move(c));
+    list.swap(keep);
+  };
+  take(pending_checks);
+  std::lock_guard<std::mutex> lock(backward_checks_mu);
+  take(backward_checks);
+  return out;
+}
+
 void Kernel::run() {
   try {
     og_.run();
@@ -190,20 +214,12 @@ void Kernel::run() {
   }
   if (!checks_.empty() && !evaluating_checks) {
     const eager::OpSite site = og_.site();
-    if (torch::autograd::get_current_node()) {
-      std::lock_guard<std::mutex> lock(backward_checks_mu);
-      for (Check& c : checks_) backward_checks.push_back({std::move(c.flag), c.kind, std::move(c.what), site});
-      if (backward_checks.size() > kMaxPendingChecks) fold_checks(backward_checks);
-    } else {
-      for (Check& c : checks_) pending_checks.push_back({std::move(c.flag), c.kind, std::move(c.what), site});
-      if (eager::Runtime::get().mode() == eager::EagerMode::kDebug) {
-        checks_.clear();
-        raise_failed_checks();
-      } else if (pending_checks.size() > kMaxPendingChecks) {
-        fold_checks(pending_checks);
-      }
-    }
+    std::vector<CheckRecord> records;
+    for (Check& c : checks_) records.push_back({std::move(c.flag), c.kind, std::move(c.what), site});
     checks_.clear();
+    // A captured op's flag is a value of the program being captured: it is
+    // not read until the capture ends.
+    queue_checks(std::move(records), /*raise_in_debug=*/!eager::Capture::active(device_.index()));
   }
   // Fused Eager materializes at the end of backward(): the first op of a
   // backward pass on the device queues a callback that runs when it ends.
@@ -240,6 +256,12 @@ Value Kernel::in(const at::Tensor& t, at::ScalarType as) {
   read_.push_back(storage_value(t));
   Value v = og_.read(read_.back(), stored, view_meta(t));
   return b().convert(v, to_ir(as));
+}
+
+std::vector<Value> Kernel::drawn(const std::vector<at::ScalarType>& as, std::shared_ptr<eager::Redraw> source) {
+  std::vector<ir::DType> dtypes;
+  for (at::ScalarType t : as) dtypes.push_back(to_ir(t));
+  return og_.drawn_scalars(dtypes, std::move(source));
 }
 
 Value Kernel::scalar(const c10::Scalar& s, at::ScalarType as) {

@@ -5,6 +5,8 @@
 
 #include <ATen/ATen.h>
 
+#include <functional>
+
 #include "eager/metrics.h"
 #include "eager/op_graph.h"
 
@@ -40,6 +42,9 @@ class Kernel {
   Value in(const at::Tensor& t, at::ScalarType as);
   Value in(const at::Tensor& t) { return in(t, t.scalar_type()); }
   Value scalar(const c10::Scalar& s, at::ScalarType as);
+  // Scalars drawn from `source` now and again on every run of a compiled
+  // program that holds the op (random keys).
+  std::vector<Value> drawn(const std::vector<at::ScalarType>& as, std::shared_ptr<eager::Redraw> source);
   // A new device tensor holding `v` (converted to `dtype`).
   at::Tensor out(Value v, at::ScalarType dtype);
   // Writes `v` into `dst` (any view), converting to dst's dtype.
@@ -83,6 +88,21 @@ std::pair<Value, Value> random_keys(Kernel& k, const std::optional<at::Generator
 // Sync points: raises the first failed device-side check this thread
 // issued (and drops the rest); no-op when none is pending.
 void raise_failed_checks();
+
+// A device-side check whose flag the device has not been asked for yet.
+struct CheckRecord {
+  at::Tensor flag;  // 0-d bool on the device
+  Kernel::CheckKind kind;
+  std::string what;
+  eager::OpSite site;
+};
+// Queues checks as an op does: for the next sync point of this thread (or
+// of any thread, inside a backward pass); Debug Eager raises at once when
+// `raise_in_debug`.
+void queue_checks(std::vector<CheckRecord> checks, bool raise_in_debug);
+// Takes the queued checks whose flags `pred` selects (a compiled program
+// computes them).
+std::vector<CheckRecord> take_checks(const std::function<bool(const at::Tensor&)>& pred);
 
 // Runs the kernel body, turning lowering errors into Python-visible errors
 // that name the op.

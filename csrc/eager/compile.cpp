@@ -52,6 +52,11 @@ pjrt::ExecutablePtr Runtime::executable_for(const ir::Graph& g, bool* hit) {
       hit);
 }
 
+pjrt::ExecutablePtr Runtime::compile_text(const std::string& text) {
+  ++compilations_;
+  return client_->compile(text, compile_options());
+}
+
 std::string Runtime::configure_cache(const std::string& local_dir, const std::string& shared_dir, int64_t max_bytes,
                                      const std::string& identity) {
   std::string id = "entry format " + std::to_string(cache::kEntryFormatVersion) + "\nplatform " +

@@ -24,6 +24,8 @@ void FusedGraph::Pending::reset() {
   g = ir::Graph();
   args.clear();
   arg_free.clear();
+  arg_storage.clear();
+  arg_redraw.clear();
   written.clear();
   sites.clear();
   ops = 0;
@@ -55,20 +57,26 @@ int64_t FusedGraph::pending_ops() const {
 }
 
 void FusedGraph::forget(StorageValue* s) {
-  if (Pending* p = owner(s)) {
+  Pending* p = owner(s);
+  if (p) {
     if (s->pending_gen == p->gen) p->written[s->pending_index] = nullptr;
-    if (s->param_gen == p->gen) p->arg_free[s->param_index] = true;
+    if (s->param_gen == p->gen) {
+      p->arg_free[s->param_index] = true;
+      p->arg_storage[s->param_index] = nullptr;
+    }
   }
-  s->pending_gen = 0;
-  s->param_gen = 0;
+  // A capture clears only its own marks (the device's graph may hold the
+  // storage too); the device's graph clears stale ones as well.
+  if (!capture_ || (p && s->pending_gen == p->gen)) s->pending_gen = 0;
+  if (!capture_ || (p && s->param_gen == p->gen)) s->param_gen = 0;
 }
 
 void FusedGraph::append(ir::Graph& op, const std::vector<OpGraph::Input>& inputs,
                         const std::vector<OpGraph::Output>& outputs, const OpSite& site) {
   // Whose graph the op joins; another thread's graph that holds one of its
   // storages is materialized first.
-  Pending* own = nullptr;
-  if (site.where.issuer == kAnyIssuer) {
+  Pending* own = capture_ ? &for_issuer(0) : nullptr;
+  if (!own && site.where.issuer == kAnyIssuer) {
     for (const OpGraph::Input& in : inputs)
       if (in.storage && (own = owner(in.storage))) break;
   }
@@ -79,6 +87,11 @@ void FusedGraph::append(ir::Graph& op, const std::vector<OpGraph::Input>& inputs
   };
   for (const OpGraph::Input& in : inputs)
     if (in.storage) settle_other(in.storage);
+  // A capture reads values pending in the device's own graph once queued.
+  if (capture_)
+    for (const OpGraph::Input& in : inputs)
+      if (in.storage && in.storage->pending_gen != 0 && !owner(in.storage))
+        Runtime::get().fused(device_).flush_for(in.storage);
   for (const OpGraph::Output& o : outputs) settle_other(o.storage);
   Pending& p = *own;
 
@@ -97,6 +110,8 @@ void FusedGraph::append(ir::Graph& op, const std::vector<OpGraph::Input>& inputs
       where[i] = p.g.parameter(t);
       p.args.push_back({nullptr, in.scalar});
       p.arg_free.push_back(false);
+      p.arg_storage.push_back(nullptr);
+      p.arg_redraw.push_back(in.redraw);
     } else if (s->pending_gen == p.gen) {
       if (p.g.type(s->pending_value) != t) throw std::logic_error("fused graph: pending value type mismatch");
       where[i] = s->pending_value;
@@ -109,6 +124,8 @@ void FusedGraph::append(ir::Graph& op, const std::vector<OpGraph::Input>& inputs
       s->param_index = static_cast<int32_t>(p.args.size());
       p.args.push_back({s->slot(), nullptr});
       p.arg_free.push_back(false);
+      p.arg_storage.push_back(s);
+      p.arg_redraw.push_back({});
     }
   }
   auto map = [&](ir::Value v) { return is_param[v.node] ? where[v.node] : ir::Value{where[v.node].node, v.index}; };
@@ -120,7 +137,7 @@ void FusedGraph::append(ir::Graph& op, const std::vector<OpGraph::Input>& inputs
   }
   for (const OpGraph::Output& o : outputs) {
     StorageValue* s = o.storage;
-    if (s->param_gen == p.gen) p.arg_free[s->param_index] = true;  // its old value is dead
+    if (s->param_gen == p.gen && !capture_) p.arg_free[s->param_index] = true;  // its old value is dead
     if (s->pending_gen != p.gen) {
       s->pending_gen = p.gen;
       s->pending_index = static_cast<int32_t>(p.written.size());
@@ -132,6 +149,7 @@ void FusedGraph::append(ir::Graph& op, const std::vector<OpGraph::Input>& inputs
   p.sites.push_back(site);
   p.sites.back().where.issuer = p.issuer;
   ++p.ops;
+  if (capture_) return;
   p.loop.set_max_ops(max_ops);
   switch (p.loop.record(fp.hi ^ fp.lo, p.ops)) {
     case LoopDetector::Cut::kNone: break;
@@ -196,6 +214,33 @@ void FusedGraph::flush(Pending& p, Reason why) {
   task->graph = std::make_shared<const ir::Graph>(std::move(p.g));
   p.reset();
   Runtime::get().submit(std::move(task));
+}
+
+}  // namespace torchtpu::eager
+
+namespace torchtpu::eager {
+
+FusedGraph::Taken FusedGraph::take() {
+  Taken t;
+  for (const auto& pp : pending_) {
+    Pending& p = *pp;
+    if (p.ops == 0) continue;
+    if (t.ops != 0) throw std::logic_error("fused graph: a capture holds more than one pending graph");
+    for (StorageValue* s : p.written)
+      if (s && s->pending_gen == p.gen) t.written.push_back(s);
+    t.graph = std::move(p.g);
+    t.args = std::move(p.args);
+    t.arg_storage = std::move(p.arg_storage);
+    t.arg_redraw = std::move(p.arg_redraw);
+    t.sites = std::move(p.sites);
+    t.ops = p.ops;
+    // The storages leave the graph: their values are the caller's to set.
+    for (StorageValue* s : t.written) s->pending_gen = 0;
+    for (StorageValue* s : t.arg_storage)
+      if (s && s->param_gen == p.gen) s->param_gen = 0;
+    p.reset();
+  }
+  return t;
 }
 
 }  // namespace torchtpu::eager

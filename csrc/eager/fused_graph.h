@@ -24,7 +24,9 @@ namespace torchtpu::eager {
 
 class FusedGraph {
  public:
-  explicit FusedGraph(int device) : device_(device) {}
+  // `capture`: the graph of a compiled function (capture.h): one pending
+  // graph whatever the issuer, never cut at loops or sizes.
+  explicit FusedGraph(int device, bool capture = false) : device_(device), capture_(capture) {}
   enum class Reason { kSync, kLoop, kSize };
 
   // Appends one op's graph; may materialize (loop boundary, size limit).
@@ -37,6 +39,23 @@ class FusedGraph {
   // A storage died: it will not be an output.
   void forget(StorageValue* s);
   int64_t pending_ops() const;
+  // Whether `s` is pending in, or a parameter of, one of these graphs.
+  bool holds(const StorageValue* s) const { return owner(s) != nullptr; }
+
+  // The pending graph of a capture, taken whole instead of queued: its
+  // nodes, its arguments (with the storage each came from, null for scalars
+  // and for storages that died or were overwritten) and the storages it
+  // wrote that are still alive.
+  struct Taken {
+    ir::Graph graph;
+    std::vector<Task::Arg> args;
+    std::vector<StorageValue*> arg_storage;
+    std::vector<RedrawRef> arg_redraw;  // scalars drawn again on each run
+    std::vector<StorageValue*> written;
+    std::vector<OpSite> sites;
+    int64_t ops = 0;
+  };
+  Taken take();
 
  private:
   struct Pending {
@@ -47,6 +66,8 @@ class FusedGraph {
     ir::Graph g;
     std::vector<Task::Arg> args;
     std::vector<bool> arg_free;  // the argument's storage died or was overwritten
+    std::vector<StorageValue*> arg_storage;  // null for scalars and once free
+    std::vector<RedrawRef> arg_redraw;
     std::vector<StorageValue*> written;  // null once dead
     std::vector<OpSite> sites;
     int64_t ops = 0;
@@ -57,6 +78,7 @@ class FusedGraph {
   Pending& for_issuer(uint64_t issuer);
   void flush(Pending& p, Reason why);
   int device_;
+  bool capture_;
   std::vector<std::unique_ptr<Pending>> pending_;
 };
 

@@ -54,6 +54,9 @@ void Metrics::reset() {
   cuts_sync = 0;
   cuts_loop = 0;
   cuts_size = 0;
+  captured_programs = 0;
+  captures_abandoned = 0;
+  program_runs = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     fallbacks_.clear();

@@ -43,6 +43,11 @@ struct Metrics {
   std::atomic<int64_t> cuts_sync{0};
   std::atomic<int64_t> cuts_loop{0};
   std::atomic<int64_t> cuts_size{0};
+  // torch.compile: programs captured, captures abandoned at a sync point,
+  // and runs of captured programs.
+  std::atomic<int64_t> captured_programs{0};
+  std::atomic<int64_t> captures_abandoned{0};
+  std::atomic<int64_t> program_runs{0};
 
   void count_fallback(const std::string& op);
   std::map<std::string, int64_t> fallbacks() const;

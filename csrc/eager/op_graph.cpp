@@ -1,5 +1,6 @@
 #include "eager/op_graph.h"
 
+#include "eager/capture.h"
 #include "eager/fused_graph.h"
 #include "eager/metrics.h"
 
@@ -47,7 +48,7 @@ ir::Value OpGraph::param_for(StorageValue* s, ir::DType dtype) {
     if (in.storage == s) return reinterpret(in.param, dtype);
   if (!s->has_value()) return b_.constant(dtype, 0, {s->numel(dtype)});
   ir::Value p = g_.parameter(ir::Type{s->dtype(), {s->numel(s->dtype())}});
-  inputs_.push_back({s, nullptr, p});
+  inputs_.push_back({s, nullptr, p, {}});
   return reinterpret(p, dtype);
 }
 
@@ -61,8 +62,18 @@ ir::Value OpGraph::scalar(ir::DType dtype, HostScalar value) {
   ir::DType carried = (dtype == ir::DType::kF16 || dtype == ir::DType::kBF16) ? ir::DType::kF32 : dtype;
   pjrt::BufferPtr buf = Runtime::get().scalar_buffer(carried, value, device_);
   ir::Value p = g_.parameter(ir::Type{carried, {}});
-  inputs_.push_back({nullptr, std::move(buf), p});
+  inputs_.push_back({nullptr, std::move(buf), p, {}});
   return b_.convert(p, dtype);
+}
+
+std::vector<ir::Value> OpGraph::drawn_scalars(const std::vector<ir::DType>& dtypes, std::shared_ptr<Redraw> source) {
+  const std::vector<HostScalar> now = source->draw();
+  std::vector<ir::Value> out;
+  for (size_t i = 0; i < dtypes.size(); ++i) {
+    out.push_back(scalar(dtypes[i], now.at(i)));
+    inputs_.back().redraw = {source, static_cast<int>(i)};
+  }
+  return out;
 }
 
 void OpGraph::write(StorageValue* s, ir::DType dtype, const ops::ViewMeta& v, ir::Value update) {
@@ -90,7 +101,9 @@ void OpGraph::run() {
   for (const Output& o : outputs_) g_.outputs.push_back(o.flat);
   Runtime& rt = Runtime::get();
   try {
-    if (rt.mode() == EagerMode::kFused) {
+    if (Capture* c = Capture::active(device_)) {
+      c->graph().append(g_, inputs_, outputs_, site_);
+    } else if (rt.mode() == EagerMode::kFused) {
       rt.fused(device_).append(g_, inputs_, outputs_, site_);
     } else {
       queue();

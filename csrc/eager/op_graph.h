@@ -6,6 +6,8 @@
 // destruction (or until run() raises). Nothing executes inside a kernel.
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -15,6 +17,17 @@
 #include "ops/views.h"
 
 namespace torchtpu::eager {
+
+// Scalar arguments that a compiled program draws again on every run (the
+// keys a random op takes from its generator): draw() advances the source
+// and returns one value per argument it feeds; an argument names its index.
+struct Redraw {
+  std::function<std::vector<HostScalar>()> draw;
+};
+struct RedrawRef {
+  std::shared_ptr<Redraw> source;
+  int index = 0;
+};
 
 class OpGraph {
  public:
@@ -30,6 +43,9 @@ class OpGraph {
   ir::Value read_flat(StorageValue* s, ir::DType dtype);
   // A runtime scalar argument (a new value does not recompile).
   ir::Value scalar(ir::DType dtype, HostScalar value);
+  // Scalar arguments drawn from `source` now, and again on every run of a
+  // compiled program holding them.
+  std::vector<ir::Value> drawn_scalars(const std::vector<ir::DType>& dtypes, std::shared_ptr<Redraw> source);
   // Replaces the view `v` of `s` with `update` (shaped like the view).
   void write(StorageValue* s, ir::DType dtype, const ops::ViewMeta& v, ir::Value update);
 
@@ -45,6 +61,7 @@ class OpGraph {
     StorageValue* storage;   // null for scalars
     pjrt::BufferPtr scalar;  // scalars only
     ir::Value param;
+    RedrawRef redraw;        // drawn scalars only
   };
   // What it writes: each storage's new flat value.
   struct Output {

@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "eager/capture.h"
 #include "eager/fused_graph.h"
 #include "eager/metrics.h"
 
@@ -76,12 +77,16 @@ StorageValue::~StorageValue() {
   rt.add_held(device_, -nbytes_);
   if (pending_gen != 0 || param_gen != 0) {
     std::lock_guard<std::recursive_mutex> lock(rt.device_lock(device_));
+    Capture::forget(this);
     rt.fused(device_).forget(this);
   }
 }
 
 void StorageValue::set_slot(SlotPtr s, ir::DType dtype) {
-  if (pending_gen != 0 || param_gen != 0) Runtime::get().fused(device_).forget(this);
+  if (pending_gen != 0 || param_gen != 0) {
+    Capture::forget(this);
+    Runtime::get().fused(device_).forget(this);
+  }
   slot_ = std::move(s);
   dtype_ = dtype;
 }
@@ -312,12 +317,15 @@ pjrt::BufferPtr Runtime::wait_value(const SlotPtr& slot) {
 
 void Runtime::submit(std::unique_ptr<Task> t) {
   try {
-    t->key = ir::graph_key(*t->graph, salt_);
-    for (ir::Value v : t->graph->outputs) {
-      const ir::Type& ty = t->graph->type(v);
-      t->bytes += ty.numel() * ir::byte_size(ty.dtype);
+    // A compiled function's program comes with its executable and size.
+    if (!t->ready_exe) {
+      t->key = ir::graph_key(*t->graph, salt_);
+      for (ir::Value v : t->graph->outputs) {
+        const ir::Type& ty = t->graph->type(v);
+        t->bytes += ty.numel() * ir::byte_size(ty.dtype);
+      }
+      t->ready_exe = cache_.find(t->key);
     }
-    t->ready_exe = cache_.find(t->key);
     if (!t->ready_exe) {
       auto promise = std::make_shared<std::promise<pjrt::ExecutablePtr>>();
       t->exe = promise->get_future().share();
@@ -352,15 +360,18 @@ void Runtime::flush_fused() {
   for (size_t d = 0; d < fused_.size(); ++d) {
     std::lock_guard<std::recursive_mutex> lock(*device_locks_[d]);
     fused_[d]->flush(FusedGraph::Reason::kSync);
+    Capture::abandon_all(static_cast<int>(d), "a synchronization");
   }
 }
 
 void Runtime::host_read(StorageValue* s, void* dst, int64_t nbytes) {
   Entry entry(/*admit=*/false);
+  Capture::abandon_this_thread("a host read of a device value");
   SlotPtr slot;
   {
     std::lock_guard<std::recursive_mutex> lock(device_lock(s->device()));
     fused_[s->device()]->flush_for(s);
+    Capture::abandon_holding(s, "a host read of a value it computes");
     slot = s->slot();
   }
   if (!slot) {

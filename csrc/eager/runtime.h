@@ -137,6 +137,9 @@ class Runtime {
   // Compile cache (compile.cpp). Compiles or fetches the executable for a
   // graph (its outputs set).
   pjrt::ExecutablePtr executable_for(const ir::Graph& g, bool* hit);
+  // Compiles StableHLO module text as given (no cache), with the options
+  // every graph compiles with.
+  pjrt::ExecutablePtr compile_text(const std::string& text);
   // Turns on the disk tiers (an empty directory leaves that tier off), each
   // capped at max_bytes. `identity` names the plugin and torchtpu builds and
   // the machine; with the platform and compile options it makes the

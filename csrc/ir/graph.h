@@ -97,6 +97,7 @@ class Graph {
   const Node& node(Value v) const { return nodes_[v.node]; }
   int num_parameters() const { return static_cast<int>(param_nodes_.size()); }
   const Type& parameter_type(int i) const { return nodes_[param_nodes_[i]].results[0]; }
+  Value parameter_value(int i) const { return Value{param_nodes_[i], 0}; }
 
   // The values @main returns, in order.
   std::vector<Value> outputs;

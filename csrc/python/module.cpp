@@ -17,7 +17,8 @@ namespace py = pybind11;
 using torchtpu::eager::Runtime;
 
 namespace torchtpu::python {
-void bind_cache(py::module_& m);  // cache_bindings.cpp
+void bind_cache(py::module_& m);    // cache_bindings.cpp
+void bind_compile(py::module_& m);  // compile_bindings.cpp
 }  // namespace torchtpu::python
 
 namespace {
@@ -78,6 +79,9 @@ py::dict metrics() {
   d["fused_outputs"] = m.fused_outputs.load();
   d["fused_cuts"] = py::dict(py::arg("sync") = m.cuts_sync.load(), py::arg("loop") = m.cuts_loop.load(),
                              py::arg("size") = m.cuts_size.load());
+  d["compiled"] = py::dict(py::arg("programs") = m.captured_programs.load(),
+                           py::arg("abandoned") = m.captures_abandoned.load(),
+                           py::arg("runs") = m.program_runs.load());
   return d;
 }
 
@@ -109,6 +113,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_memory_capacity", [](int device) { return Runtime::get().memory_capacity(device); });
   m.def("_memory_held", [](int device) { return Runtime::get().memory_held(device); });
   m.def("_install_site_hooks", &torchtpu::python::install_site_hooks);
+  m.def("_set_site_text", &torchtpu::python::set_site_text);
   m.def("_shutdown", [] {
     py::gil_scoped_release nogil;
     Runtime::shutdown();
@@ -190,4 +195,5 @@ PYBIND11_MODULE(_C, m) {
     g->set_state(*state.contiguous().unsafeGetTensorImpl());
   });
   torchtpu::python::bind_cache(m);
+  torchtpu::python::bind_compile(m);
 }

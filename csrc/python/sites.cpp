@@ -11,6 +11,7 @@
 #include <array>
 #include <chrono>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <string>
 #include <unordered_map>
@@ -98,7 +99,25 @@ eager::SiteRef python_site() {
   return out.code ? out : innermost;
 }
 
+// Source positions given as text (set_site_text): interned for the
+// process, marked by lasti -2.
+constexpr int kTextSite = -2;
+std::mutex texts_mu;
+std::set<std::string>& texts = *new std::set<std::string>;
+thread_local const std::string* site_text = nullptr;
+
+eager::SiteRef capture_ref();
+
 eager::SiteRef capture() {
+  eager::SiteRef s = capture_ref();
+  if (site_text) {
+    s.code = site_text;
+    s.lasti = kTextSite;
+  }
+  return s;
+}
+
+eager::SiteRef capture_ref() {
   if (auto node = torch::autograd::get_current_node()) {
     const uint64_t seq = node->sequence_nr() + 1, thread = node->thread_id();
     std::lock_guard<std::mutex> lock(ring_mu);
@@ -123,6 +142,7 @@ eager::SiteRef capture() {
 }
 
 std::string format(eager::SiteRef s) {
+  if (s.lasti == kTextSite) return *static_cast<const std::string*>(s.code);
   if (!Py_IsInitialized()) return {};
   park_if_finalizing();
   PyGILState_STATE gil = PyGILState_Ensure();
@@ -137,6 +157,15 @@ std::string format(eager::SiteRef s) {
 }
 
 }  // namespace
+
+void set_site_text(const std::string& text) {
+  if (text.empty()) {
+    site_text = nullptr;
+    return;
+  }
+  std::lock_guard<std::mutex> lock(texts_mu);
+  site_text = &*texts.insert(text).first;
+}
 
 void install_site_hooks(std::vector<std::string> internal_dirs) {
   internal_prefixes = std::move(internal_dirs);
