@@ -210,3 +210,13 @@ def test_export_runs_from_its_own_text():
     torch.testing.assert_close(got, model(x), rtol=1e-5, atol=1e-5)
     y = torch.randn(4, 6)
     torch.testing.assert_close(exported.run(y)[0], model(y), rtol=1e-5, atol=1e-5)
+
+
+def test_default_backend_on_tpu_tensors_compiles_with_tpu():
+    def fn(x):
+        return torch.softmax(x, -1) * 3
+
+    x = torch.randn(4, 5).to("tpu")
+    got = torch.compile(fn)(x)  # Inductor has no tpu code generator
+    close(got, fn(x))
+    assert compiled()["programs"] == 1

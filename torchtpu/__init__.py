@@ -61,6 +61,22 @@ if not _running_env_report():
 
     set_eager_mode(env.get("TORCHTPU_EAGER_MODE"))
 
+    def _route_inductor():
+        """torch.compile's default backend on tpu tensors becomes "tpu"
+        (torchtpu.dynamo); installed without importing torch._dynamo."""
+        wrapper = torch._TorchCompileInductorWrapper
+        original = wrapper.__call__
+
+        def __call__(self, model_, inputs_, *args, **kwargs):
+            if any(isinstance(t, torch.Tensor) and t.device.type == "tpu" for t in inputs_):
+                from . import dynamo
+                return dynamo._compile_inductor_request(model_, inputs_)
+            return original(self, model_, inputs_, *args, **kwargs)
+
+        wrapper.__call__ = __call__
+
+    _route_inductor()
+
 
 def get_device(index: int = None) -> torch.device:
     """The tpu device (the current one when `index` is None)."""

@@ -256,4 +256,16 @@ def backend(gm, example_inputs, **kwargs):
                         **kwargs)(gm, example_inputs)
 
 
+def _compile_inductor_request(gm, example_inputs):
+    """torch.compile with the default backend (Inductor) on tpu tensors:
+    Inductor generates code for CPUs and GPUs only, so this backend compiles
+    the graph (torchtpu/__init__.py routes it here). Hugging Face's generate()
+    compiles the model's forward this way for a static cache."""
+    if "inductor" not in _warned_names:
+        _warned_names.add("inductor")
+        warnings.warn("torch.compile: Inductor cannot generate code for the tpu device; the graph is compiled with "
+                      "backend='tpu'", stacklevel=2)
+    return backend(gm, example_inputs)
+
+
 _optimizers_capturable_on_tpu()

@@ -119,3 +119,38 @@ def test_hf_model_trains_as_on_cpu(name, mode):
     assert (pattern != list(range(len(pattern)))) == (name in TIED), pattern
     assert_trains_as_on_cpu(model, batches,
                             lambda m, inputs, device: m(**{k: v.to(device) for k, v in inputs.items()}).loss, mode)
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_generate_with_a_static_cache(mode):
+    # generate() compiles the decoding step itself (torch.compile's default
+    # backend, which runs as backend="tpu" on the device): the CPU's tokens,
+    # one program per cache shape, and a second generate of the same length
+    # compiles nothing.
+    import torchtpu
+    from torchtpu import debug
+
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                                      attn_implementation=ATTN)
+    model = transformers.LlamaForCausalLM(config).eval()
+    ids = torch.randint(0, VOCAB, (1, 6), generator=torch.Generator().manual_seed(2))
+    kwargs = dict(max_new_tokens=12, do_sample=False, cache_implementation="static")
+    want = model.generate(ids, **kwargs)
+    model.to("tpu")
+    with torchtpu.eager_mode(mode):
+        torch._dynamo.reset()
+        debug.reset_metrics()
+        got = model.generate(ids.to("tpu"), **kwargs)
+        assert got.cpu().tolist() == want.tolist()
+        first = debug.metrics()
+        assert first["compiled"]["programs"] >= 1 and first["compiled"]["abandoned"] == 0
+        assert first["compiled"]["runs"] >= 10  # the decoding steps ran as the program
+        again = model.generate(ids.to("tpu"), **kwargs)
+        m = debug.metrics()
+    assert again.cpu().tolist() == want.tolist()
+    assert m["compilations"] == first["compilations"]
+    assert m["compiled"]["programs"] == first["compiled"]["programs"]
+    assert m["cpu_fallbacks"] == {}
+    torch._dynamo.reset()
