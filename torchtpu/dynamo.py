@@ -87,11 +87,12 @@ class _Program:
     """A captured graph: the program, and how each result comes back (a new
     tensor, a view of an input, an empty tensor, or a constant)."""
 
-    __slots__ = ("program", "template", "direct")
+    __slots__ = ("program", "template", "direct", "signature")
 
-    def __init__(self, program, template):
+    def __init__(self, program, template, signature):
         self.program = program
         self.template = template
+        self.signature = signature
         # Every result a new tensor, in order: returned as the program gives them.
         self.direct = all(k == "new" for k, *_ in template) and [t[1] for t in template] == list(
             range(len(template)))
@@ -115,6 +116,13 @@ class _Program:
         return out
 
 
+def _signature(args):
+    """What a program depends on beyond the graph: each tensor's layout in
+    its storage, and the other arguments' values."""
+    return tuple((a.shape, a.stride(), a.dtype, a.storage_offset(), a.untyped_storage().nbytes())
+                 if isinstance(a, torch.Tensor) else a for a in args)
+
+
 class _Graph:
     """One graph AOTAutograd compiles (inference, forward or backward), called
     with AOTAutograd's boxed convention (a list of arguments it may clear)."""
@@ -133,7 +141,7 @@ class _Graph:
     def __call__(self, args):
         key = None
         if self.dynamic:
-            key = tuple((a.shape, a.stride(), a.dtype) if isinstance(a, torch.Tensor) else a for a in args)
+            key = _signature(args)
             entry = self.by_signature.get(key)
         else:
             entry = self.static
@@ -144,6 +152,12 @@ class _Graph:
             if out is not None:
                 args.clear()
                 return out
+            if not self.dynamic:
+                # An input laid out otherwise than at capture (another storage
+                # offset or size): from now on a program per layout.
+                self.dynamic = True
+                self.by_signature[entry.signature] = entry
+                return self(args)
         return self._eager(args)
 
     def _eager(self, args):
@@ -201,7 +215,7 @@ class _Graph:
             if program is None and capture.why:
                 _warn(self.name, f"its capture met {why}")
         else:
-            self._remember(key, _Program(program, template))
+            self._remember(key, _Program(program, template, _signature(args)))
             for r in _recorders:
                 r.append((self.name, program))
         return outs

@@ -62,6 +62,18 @@ std::shared_ptr<CompiledProgram> CaptureSession::finish(const std::vector<at::Te
   compiled->device_ = device_;
   for (const at::Tensor& t : storages) compiled->storage_bytes_.push_back(static_cast<int64_t>(t.storage().nbytes()));
   compiled->specs_ = std::move(specs);
+  for (const at::Tensor& t : inputs) {
+    CompiledProgram::InputLayout l;
+    if (t.defined()) {
+      l.tensor = true;
+      l.sizes = t.sizes().vec();
+      l.strides = t.strides().vec();
+      l.offset = t.storage_offset();
+      l.storage_bytes = static_cast<int64_t>(t.storage().nbytes());
+      l.dtype = t.scalar_type();
+    }
+    compiled->layouts_.push_back(std::move(l));
+  }
   for (size_t j = 0; j < checks.size(); ++j) {
     CheckRecord c = checks[j];
     c.flag = at::Tensor();
@@ -70,7 +82,22 @@ std::shared_ptr<CompiledProgram> CaptureSession::finish(const std::vector<at::Te
   return compiled;
 }
 
+bool CompiledProgram::same_layout(const std::vector<at::Tensor>& inputs) const {
+  if (inputs.size() != layouts_.size()) return false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const InputLayout& l = layouts_[i];
+    const at::Tensor& t = inputs[i];
+    if (t.defined() != l.tensor) return false;
+    if (!l.tensor) continue;
+    if (t.scalar_type() != l.dtype || t.storage_offset() != l.offset || t.sizes() != at::IntArrayRef(l.sizes) ||
+        t.strides() != at::IntArrayRef(l.strides) || static_cast<int64_t>(t.storage().nbytes()) != l.storage_bytes)
+      return false;
+  }
+  return true;
+}
+
 std::optional<std::vector<at::Tensor>> CompiledProgram::run(const std::vector<at::Tensor>& inputs) {
+  if (!same_layout(inputs)) return std::nullopt;
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device_));
   std::vector<eager::StorageValue*> in = storages_of(inputs);
   eager::Runtime& rt = eager::Runtime::get();

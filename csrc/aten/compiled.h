@@ -30,8 +30,8 @@ class CompiledProgram {
  public:
   // Runs on `inputs` (defined tpu tensors where the capture had inputs).
   // Returns the result tensors in spec order; nullopt when these inputs
-  // cannot be taken (an input holds no value or another dtype): the caller
-  // runs the function eagerly.
+  // cannot be taken (an input of another layout than at capture, or one that
+  // holds no value): the caller captures or runs the function anew.
   std::optional<std::vector<at::Tensor>> run(const std::vector<at::Tensor>& inputs);
   int64_t ops() const { return program_->ops(); }
   // The StableHLO text of the program.
@@ -43,7 +43,18 @@ class CompiledProgram {
 
  private:
   friend class CaptureSession;
+  // The program reads each input's whole storage with the view it had at
+  // capture: an input of another layout (offset, strides, storage size)
+  // needs a program of its own.
+  struct InputLayout {
+    bool tensor = false;
+    std::vector<int64_t> sizes, strides;
+    int64_t offset = 0, storage_bytes = 0;
+    at::ScalarType dtype = at::kFloat;
+  };
+  bool same_layout(const std::vector<at::Tensor>& inputs) const;
   std::shared_ptr<eager::Program> program_;
+  std::vector<InputLayout> layouts_;
   c10::DeviceIndex device_ = 0;
   std::vector<int64_t> storage_bytes_;  // per requested output storage
   std::vector<OutputSpec> specs_;

@@ -111,8 +111,14 @@ for _op in ("nn.functional.interpolate.bilinear", "nn.functional.upsample_biline
 # sweep differentiates .sum(), whose gradient has stride 0): it rounds x - mean to the 16-bit type before
 # the float32 sums, so its weight gradient differs from its own contiguous-gradient result by ~3e-3
 # (f16) / 2e-2 (bf16). The device matches the contiguous path exactly.
+#
+# Its 4-D bfloat16 forward rounds the batch's inverse standard deviation a step or two more in bfloat16 than the
+# 3-D path does and lands one bfloat16 ulp below the correctly rounded value (0.22363 against 0.22461 =
+# 1/sqrt(19.40135 + 0.5) rounded); the device rounds once. Where the normalized output cancels, that ulp is up to
+# 0.023 of the result.
 for _op in ("_batch_norm_with_update", "_native_batch_norm_legit", "native_batch_norm", "nn.functional.batch_norm",
             "nn.functional.instance_norm"):
+    TOLERANCES[(_op, None, bf16)] = (0.03, 1.6e-2, "the CPU's 4-D bf16 path rounds invstd once or twice more")
     TOLERANCES[(_op, "grad", f16)] = (3e-3, 1e-3, "the CPU's expanded-gradient path rounds x - mean to float16")
     TOLERANCES[(_op, "grad", bf16)] = (2e-2, 1.6e-2, "the CPU's expanded-gradient path rounds x - mean to bfloat16")
 
