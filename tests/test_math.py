@@ -239,6 +239,9 @@ def test_incomplete_gamma(fn):
     same(fn, a.double(), x.double(), rtol=1e-8, atol=1e-9)
     same(fn, a.bfloat16(), x.bfloat16())
     same(fn, vals[:6].view(2, 3), vals[3:6])  # broadcast
+    same(fn, torch.tensor(2.5), torch.tensor(1.5), rtol=1e-5, atol=1e-6)  # 0-d
+    same(fn, vals[:0], vals[:0])  # empty
+    same(fn, a.t()[::2], x.t()[::2], rtol=1e-5, atol=1e-6)  # non-contiguous
     with pytest.raises(NotImplementedError, match="not implemented for 'Long'"):  # as the CPU: no promotion
         fn(torch.arange(1, 7, device="tpu"), torch.arange(6, device="tpu"))
     gen = torch.Generator().manual_seed(5)

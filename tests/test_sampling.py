@@ -87,6 +87,15 @@ def test_grid_sample_non_contiguous_and_single_pixel():
         close(F.grid_sample(one.to("tpu"), grid.to("tpu"), padding_mode=padding, align_corners=True), want, 1e-6)
 
 
+def test_grid_sample_empty_batch_and_grid():
+    for x, grid in [(torch.randn(0, 2, 3, 4), torch.zeros(0, 2, 2, 2)), (torch.randn(1, 2, 3, 4), torch.zeros(1, 0, 2, 2))]:
+        want, got, cpu, dev = both(lambda a, g: F.grid_sample(a, g, align_corners=False), x, grid)
+        close(got, want, 0)
+        want.sum().backward()
+        got.sum().backward()
+        close(dev[0].grad, cpu[0].grad, 0)
+
+
 def test_grid_sample_errors():
     x, grid = torch.randn(1, 1, 2, 2, 2, device="tpu"), torch.zeros(1, 1, 1, 1, 3, device="tpu")
     with pytest.raises(RuntimeError, match="bicubic interpolation only supports 4D input"):

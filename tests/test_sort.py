@@ -316,7 +316,7 @@ def test_unique_and_unique_consecutive(dtype):
 @pytest.mark.parametrize("x", [torch.randn(100, generator=torch.Generator().manual_seed(1)),
                                torch.randn(7, 3, generator=torch.Generator().manual_seed(2)).t(),
                                torch.tensor([1., 1, 1]), torch.empty(0), torch.arange(10.),
-                               torch.tensor([0., float("inf"), 2.])])
+                               torch.tensor([0., float("inf"), 2.]), torch.tensor(0.7)])
 def test_histogram(x):
     # A bin count over the data's range or a given one (values outside and
     # +-inf skipped), weights, density, and explicit edges; no host sync is

@@ -21,21 +21,23 @@ void check_lists(const char* op, size_t n, std::initializer_list<std::pair<const
                 l.size());
 }
 
-// The learning rate as a float64 value of the kernel: a number or a tensor.
-Value lr_value(Kernel& k, double lr, const at::Tensor* lr_tensor) {
-  return lr_tensor ? k.b().reshape(k.in(*lr_tensor, at::kDouble), {}) : k.scalar(lr, at::kDouble);
-}
-
-struct Skip {
-  Value found_inf;  // 0-d bool: keep the old values
+// What every parameter's update of one call shares: the learning rate (a
+// float64 value, from a number or a tensor), the gradient scale (invalid for
+// none) and found_inf (a 0-d bool; invalid for none): a step with it set keeps
+// the old values.
+struct Shared {
+  Value rate, scale, found_inf;
   Value keep(Builder& b, Value now, Value old) const { return found_inf.valid() ? b.select(found_inf, old, now) : now; }
 };
 
-Skip skip_of(Kernel& k, const OptTensor& found_inf) {
-  Skip s;
+Shared shared_of(Kernel& k, double lr, const at::Tensor* lr_tensor, const OptTensor& grad_scale,
+                 const OptTensor& found_inf) {
+  Builder& b = k.b();
+  Shared s;
+  s.rate = lr_tensor ? b.reshape(k.in(*lr_tensor, at::kDouble), {}) : k.scalar(lr, at::kDouble);
+  if (grad_scale && grad_scale->defined()) s.scale = b.reshape(k.in(*grad_scale, at::kFloat), {});
   if (found_inf && found_inf->defined())
-    s.found_inf = k.b().compare(k.b().reshape(k.in(*found_inf, at::kFloat), {}), k.b().constant(DType::kF32, 0),
-                                ops::Cmp::kNE);
+    s.found_inf = b.compare(b.reshape(k.in(*found_inf, at::kFloat), {}), b.constant(DType::kF32, 0), ops::Cmp::kNE);
   return s;
 }
 
@@ -50,20 +52,18 @@ void adam_impl(const char* op, at::TensorList params, at::TensorList grads, at::
   if (c.amsgrad) check_lists(op, n, {{"max_exp_avg_sqs", max_exp_avg_sqs}});
   Kernel k(op, params[0]);
   Builder& b = k.b();
-  const Value rate = lr_value(k, lr, lr_tensor);
-  const Value scale = grad_scale && grad_scale->defined() ? b.reshape(k.in(*grad_scale, at::kFloat), {}) : Value();
-  const Skip skip = skip_of(k, found_inf);
+  const Shared sh = shared_of(k, lr, lr_tensor, grad_scale, found_inf);
   for (size_t i = 0; i < n; ++i) {
     const at::ScalarType ct = opmath_of(params[i].scalar_type());
     ops::AdamValues v{k.in(params[i], ct), k.in(grads[i], ct), k.in(exp_avgs[i], ct), k.in(exp_avg_sqs[i], ct),
                       c.amsgrad ? k.in(max_exp_avg_sqs[i], ct) : Value()};
     const Value step = b.reshape(k.in(state_steps[i], at::kDouble), {});
-    const ops::AdamValues r = ops::adam_step(b, v, step, rate, scale, c);
-    k.into(params[i], skip.keep(b, r.param, v.param));
-    k.into(exp_avgs[i], skip.keep(b, r.exp_avg, v.exp_avg));
-    k.into(exp_avg_sqs[i], skip.keep(b, r.exp_avg_sq, v.exp_avg_sq));
-    if (c.amsgrad) k.into(max_exp_avg_sqs[i], skip.keep(b, r.max_exp_avg_sq, v.max_exp_avg_sq));
-    if (scale.valid()) k.into(grads[i], skip.keep(b, r.grad, v.grad));
+    const ops::AdamValues r = ops::adam_step(b, v, step, sh.rate, sh.scale, c);
+    k.into(params[i], sh.keep(b, r.param, v.param));
+    k.into(exp_avgs[i], sh.keep(b, r.exp_avg, v.exp_avg));
+    k.into(exp_avg_sqs[i], sh.keep(b, r.exp_avg_sq, v.exp_avg_sq));
+    if (c.amsgrad) k.into(max_exp_avg_sqs[i], sh.keep(b, r.max_exp_avg_sq, v.max_exp_avg_sq));
+    if (sh.scale.valid()) k.into(grads[i], sh.keep(b, r.grad, v.grad));
   }
   k.run();
 }
@@ -98,17 +98,15 @@ void sgd_impl(const char* op, at::TensorList params, at::TensorList grads, at::T
   if (c.momentum != 0) check_lists(op, n, {{"momentum_buffer_list", bufs}});
   Kernel k(op, params[0]);
   Builder& b = k.b();
-  const Value rate = lr_value(k, lr, lr_tensor);
-  const Value scale = grad_scale && grad_scale->defined() ? b.reshape(k.in(*grad_scale, at::kFloat), {}) : Value();
-  const Skip skip = skip_of(k, found_inf);
+  const Shared sh = shared_of(k, lr, lr_tensor, grad_scale, found_inf);
   for (size_t i = 0; i < n; ++i) {
     const at::ScalarType ct = opmath_of(params[i].scalar_type());
     const bool momentum = c.momentum != 0;
     ops::SgdValues v{k.in(params[i], ct), k.in(grads[i], ct), momentum ? k.in(bufs[i], ct) : Value()};
-    const ops::SgdValues r = ops::sgd_step(b, v, rate, scale, c);
-    k.into(params[i], skip.keep(b, r.param, v.param));
-    if (momentum) k.into(bufs[i], skip.keep(b, r.momentum_buffer, v.momentum_buffer));
-    if (scale.valid()) k.into(grads[i], skip.keep(b, r.grad, v.grad));
+    const ops::SgdValues r = ops::sgd_step(b, v, sh.rate, sh.scale, c);
+    k.into(params[i], sh.keep(b, r.param, v.param));
+    if (momentum) k.into(bufs[i], sh.keep(b, r.momentum_buffer, v.momentum_buffer));
+    if (sh.scale.valid()) k.into(grads[i], sh.keep(b, r.grad, v.grad));
   }
   k.run();
 }

@@ -216,10 +216,6 @@ void FusedGraph::flush(Pending& p, Reason why) {
   Runtime::get().submit(std::move(task));
 }
 
-}  // namespace torchtpu::eager
-
-namespace torchtpu::eager {
-
 FusedGraph::Taken FusedGraph::take() {
   Taken t;
   for (const auto& pp : pending_) {

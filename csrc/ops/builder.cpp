@@ -73,7 +73,7 @@ Value Builder::binary(const char* op, Value a, Value b) {
   return g_.add(op, {a, b}, type(a));
 }
 
-static Dims broadcast_shapes(const Dims& a, const Dims& b) {
+Dims broadcast_shapes(const Dims& a, const Dims& b) {
   size_t n = std::max(a.size(), b.size());
   Dims out(n);
   for (size_t i = 0; i < n; ++i) {

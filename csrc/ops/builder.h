@@ -133,6 +133,8 @@ class Builder {
 };
 
 std::string cmp_attr(Cmp c, DType t);
+// Numpy's broadcast of two shapes (trailing alignment).
+Dims broadcast_shapes(const Dims& a, const Dims& b);
 std::string shape_str(const Dims& d);
 
 // Thrown by lowerings for unsupported or invalid cases; the aten layer turns

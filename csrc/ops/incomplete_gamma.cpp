@@ -28,14 +28,7 @@ Value all_dims_or(Builder& b, Value v) {
 
 Value igamma(Builder& b, Value a, Value x, bool upper) {
   const DType t = b.dtype(a);
-  // The broadcast shape (trailing alignment).
-  Dims d = b.dims(a);
-  const Dims dx = b.dims(x);
-  if (dx.size() > d.size()) d.insert(d.begin(), dx.size() - d.size(), 1);
-  for (size_t i = 0; i < dx.size(); ++i) {
-    int64_t& o = d[d.size() - dx.size() + i];
-    if (o == 1) o = dx[i];
-  }
+  const Dims d = broadcast_shapes(b.dims(a), b.dims(x));
   a = b.convert(b.broadcast_to(a, d), kD);
   x = b.convert(b.broadcast_to(x, d), kD);
   auto c = [&](double v) { return b.constant(kD, v, d); };

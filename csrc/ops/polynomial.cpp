@@ -74,14 +74,7 @@ Value recurrence(Poly& P, Value q0, int64_t k0, Value last, const Step& step) {
 
 Value orthogonal_polynomial(Builder& b, Polynomial kind, Value x, Value nv) {
   const DType t = b.dtype(x);
-  // The broadcast shape of x and n (trailing alignment).
-  Dims d = b.dims(x);
-  const Dims dn = b.dims(nv);
-  if (dn.size() > d.size()) d.insert(d.begin(), dn.size() - d.size(), 1);
-  for (size_t i = 0; i < dn.size(); ++i) {
-    int64_t& o = d[d.size() - dn.size() + i];
-    if (o == 1) o = dn[i];
-  }
+  const Dims d = broadcast_shapes(b.dims(x), b.dims(nv));
   x = b.broadcast_to(x, d);
   Value n = b.float_to_int(b.broadcast_to(nv, d), DType::kS64);
   Poly P{b, x, n, b.convert(n, t), t, d};
