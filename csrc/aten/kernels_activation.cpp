@@ -4,8 +4,8 @@
 // from which PyTorch derives the functional and in-place forms. 16-bit
 // floats compute in float32 and round once, as PyTorch's CPU kernels do.
 #include <ATen/WrapDimUtils.h>
-#include <torch/library.h>
 
+#include "aten/registry.h"
 #include "aten/device.h"
 #include "aten/opmath.h"
 #include "ops/activation.h"
@@ -23,7 +23,10 @@ void check_float(const char* name, const at::Tensor& t) {
 
 // Writes an out= result of dtype `rt` (a structured op's output has its input's dtype).
 void write_out(Kernel& k, const at::Tensor& out, Value v, at::ScalarType rt) {
-  check_same_device(k.op(), k.device(), {&out});
+  if (!out.defined()) {  // the functional form registry.h derives from an out= kernel
+    k.result(v, rt, &out);
+    return;
+  }
   TORCH_CHECK(out.scalar_type() == rt, k.op(), ": expected out tensor to have dtype ", rt, ", but got ",
               out.scalar_type(), " instead");
   k.into_resized(out, v);
@@ -50,7 +53,6 @@ template <class F>
 at::Tensor& grad_out(const char* op, const char* cpu_name, const at::Tensor& grad, const at::Tensor& x,
                      at::Tensor* out, F f) {
   check_float(cpu_name, grad);
-  check_same_device(op, grad.device(), {&x});
   TORCH_CHECK(grad.scalar_type() == x.scalar_type(), op, ": expected grad_output and self to have the same dtype, got ",
               grad.scalar_type(), " and ", x.scalar_type());
   Kernel k(op, grad);
@@ -73,7 +75,6 @@ at::Tensor fresh(const at::Tensor& like) { return empty_device({0}, like.scalar_
 
 at::Tensor& elu_out(const at::Tensor& self, const at::Scalar& alpha, const at::Scalar& scale,
                     const at::Scalar& input_scale, at::Tensor& out) {
-  TPU_COUNT("aten::elu.out");
   return unary_out("aten::elu.out", "elu_cpu", self, out, [&](Kernel& k, Value x, at::ScalarType ct) {
     return ops::elu(k.b(), x, k.scalar(alpha, ct), k.scalar(scale, ct), k.scalar(input_scale, ct));
   });
@@ -82,7 +83,6 @@ at::Tensor& elu_out(const at::Tensor& self, const at::Scalar& alpha, const at::S
 at::Tensor& elu_backward_out(const at::Tensor& grad, const at::Scalar& alpha, const at::Scalar& scale,
                              const at::Scalar& input_scale, bool is_result, const at::Tensor& self_or_result,
                              at::Tensor& grad_input) {
-  TPU_COUNT("aten::elu_backward.grad_input");
   TORCH_CHECK(!is_result || alpha.to<double>() >= 0.0, "In-place elu backward calculation is triggered with a negative "
               "slope which is not supported. This is caused by calling in-place forward function with a negative "
               "slope, please call out-of-place version instead.");
@@ -123,39 +123,22 @@ at::Tensor hardtanh_impl(const char* op, const at::Tensor& self, const at::Scala
   k.run();
   return result;
 }
-at::Tensor hardtanh(const at::Tensor& self, const at::Scalar& lo, const at::Scalar& hi) {
-  TPU_COUNT("aten::hardtanh");
-  return hardtanh_impl("aten::hardtanh", self, lo, hi, nullptr, false);
-}
-at::Tensor& hardtanh_(at::Tensor& self, const at::Scalar& lo, const at::Scalar& hi) {
-  TPU_COUNT("aten::hardtanh_");
-  hardtanh_impl("aten::hardtanh_", self, lo, hi, &self, true);
-  return self;
-}
 at::Tensor& hardtanh_out(const at::Tensor& self, const at::Scalar& lo, const at::Scalar& hi, at::Tensor& out) {
-  TPU_COUNT("aten::hardtanh.out");
   hardtanh_impl("aten::hardtanh.out", self, lo, hi, &out, false);
   return out;
 }
 
 at::Tensor& hardtanh_backward_out(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& lo,
                                   const at::Scalar& hi, at::Tensor& grad_input) {
-  TPU_COUNT("aten::hardtanh_backward.grad_input");
   return grad_out("aten::hardtanh_backward.grad_input", "hardtanh_backward_cpu", grad, self, &grad_input,
                   [&](Kernel& k, Value g, Value x, at::ScalarType ct) {
                     return ops::hardtanh_backward(k.b(), g, x, k.scalar(lo, ct), k.scalar(hi, ct));
                   });
 }
-at::Tensor hardtanh_backward(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& lo,
-                             const at::Scalar& hi) {
-  at::Tensor out = fresh(grad);
-  return hardtanh_backward_out(grad, self, lo, hi, out);
-}
 
 // ---- leaky_relu, rrelu ---------------------------------------------------------------
 
 at::Tensor& leaky_relu_out(const at::Tensor& self, const at::Scalar& slope, at::Tensor& out) {
-  TPU_COUNT("aten::leaky_relu.out");
   return unary_out("aten::leaky_relu.out", "leaky_relu_cpu", self, out, [&](Kernel& k, Value x, at::ScalarType ct) {
     return ops::leaky_relu(k.b(), x, k.scalar(slope, ct));
   });
@@ -163,7 +146,6 @@ at::Tensor& leaky_relu_out(const at::Tensor& self, const at::Scalar& slope, at::
 
 at::Tensor& leaky_relu_backward_out(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& slope,
                                     bool is_result, at::Tensor& grad_input) {
-  TPU_COUNT("aten::leaky_relu_backward.grad_input");
   TORCH_CHECK(!is_result || slope.to<double>() >= 0.0, "In-place leakyReLu backward calculation is triggered with a "
               "negative slope which is not supported. This is caused by calling in-place forward function with a "
               "negative slope, please call out-of-place version instead. File an issue at "
@@ -184,7 +166,6 @@ at::Tensor rrelu_impl(const char* op, const at::Tensor& self, const at::Tensor& 
   TORCH_CHECK(self.sizes() == noise.sizes(), "noise tensor shape must match self tensor shape. Got self.shape = ",
               self.sizes(), " noise.shape = ", noise.sizes());
   check_float("rrelu_with_noise_out_cpu", self);
-  check_same_device(op, self.device(), {&noise, target});
   Kernel k(op, self);
   Builder& b = k.b();
   const at::ScalarType st = self.scalar_type(), ct = opmath(st);
@@ -221,19 +202,16 @@ at::Tensor rrelu_impl(const char* op, const at::Tensor& self, const at::Tensor& 
 }
 at::Tensor rrelu_with_noise(const at::Tensor& self, at::Tensor& noise, const at::Scalar& lower, const at::Scalar& upper,
                             bool training, std::optional<at::Generator> gen) {
-  TPU_COUNT("aten::rrelu_with_noise");
   return rrelu_impl("aten::rrelu_with_noise", self, noise, lower, upper, training, gen, nullptr);
 }
 at::Tensor& rrelu_with_noise_(at::Tensor& self, at::Tensor& noise, const at::Scalar& lower, const at::Scalar& upper,
                               bool training, std::optional<at::Generator> gen) {
-  TPU_COUNT("aten::rrelu_with_noise_");
   rrelu_impl("aten::rrelu_with_noise_", self, noise, lower, upper, training, gen, &self);
   return self;
 }
 at::Tensor& rrelu_with_noise_out(const at::Tensor& self, at::Tensor& noise, const at::Scalar& lower,
                                  const at::Scalar& upper, bool training, std::optional<at::Generator> gen,
                                  at::Tensor& out) {
-  TPU_COUNT("aten::rrelu_with_noise.out");
   rrelu_impl("aten::rrelu_with_noise.out", self, noise, lower, upper, training, gen, &out);
   return out;
 }
@@ -241,14 +219,12 @@ at::Tensor& rrelu_with_noise_out(const at::Tensor& self, at::Tensor& noise, cons
 // ---- softplus, mish ------------------------------------------------------------------
 
 at::Tensor& softplus_out(const at::Tensor& self, const at::Scalar& beta, const at::Scalar& threshold, at::Tensor& out) {
-  TPU_COUNT("aten::softplus.out");
   return unary_out("aten::softplus.out", "softplus_cpu", self, out, [&](Kernel& k, Value x, at::ScalarType ct) {
     return ops::softplus(k.b(), x, k.scalar(beta, ct), k.scalar(threshold, ct));
   });
 }
 at::Tensor& softplus_backward_out(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& beta,
                                   const at::Scalar& threshold, at::Tensor& grad_input) {
-  TPU_COUNT("aten::softplus_backward.grad_input");
   return grad_out("aten::softplus_backward.grad_input", "softplus_backward_cpu", grad, self, &grad_input,
                   [&](Kernel& k, Value g, Value x, at::ScalarType ct) {
                     return ops::softplus_backward(k.b(), g, x, k.scalar(beta, ct), k.scalar(threshold, ct));
@@ -256,12 +232,10 @@ at::Tensor& softplus_backward_out(const at::Tensor& grad, const at::Tensor& self
 }
 
 at::Tensor& mish_out(const at::Tensor& self, at::Tensor& out) {
-  TPU_COUNT("aten::mish.out");
   return unary_out("aten::mish.out", "mish_cpu", self, out,
                    [&](Kernel& k, Value x, at::ScalarType) { return ops::mish(k.b(), x); });
 }
 at::Tensor mish_backward(const at::Tensor& grad, const at::Tensor& self) {
-  TPU_COUNT("aten::mish_backward");
   at::Tensor out = fresh(grad);
   return grad_out("aten::mish_backward", "mish_backward_cpu", grad, self, &out,
                   [&](Kernel& k, Value g, Value x, at::ScalarType) { return ops::mish_backward(k.b(), g, x); });
@@ -271,7 +245,6 @@ at::Tensor mish_backward(const at::Tensor& grad, const at::Tensor& self) {
 
 // hardshrink compares in self's dtype (lambd rounded to it), as the CPU.
 at::Tensor& hardshrink_out(const at::Tensor& self, const at::Scalar& lambd, at::Tensor& out) {
-  TPU_COUNT("aten::hardshrink.out");
   check_float("hardshrink_cpu", self);
   Kernel k("aten::hardshrink.out", self);
   const at::ScalarType st = self.scalar_type();
@@ -281,7 +254,6 @@ at::Tensor& hardshrink_out(const at::Tensor& self, const at::Scalar& lambd, at::
 }
 at::Tensor& hardshrink_backward_out(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& lambd,
                                     at::Tensor& grad_input) {
-  TPU_COUNT("aten::hardshrink_backward.grad_input");
   return grad_out("aten::hardshrink_backward.grad_input", "shrink_backward_cpu", grad, self, &grad_input,
                   [&](Kernel& k, Value g, Value x, at::ScalarType ct) {
                     Value l = k.b().convert(k.scalar(lambd, grad.scalar_type()), to_ir(ct));
@@ -289,7 +261,6 @@ at::Tensor& hardshrink_backward_out(const at::Tensor& grad, const at::Tensor& se
                   });
 }
 at::Tensor& softshrink_out(const at::Tensor& self, const at::Scalar& lambd, at::Tensor& out) {
-  TPU_COUNT("aten::softshrink.out");
   TORCH_CHECK(lambd.to<double>() >= 0, "lambda must be greater or equal to 0, but found to be ", lambd.to<double>(),
               ".");
   return unary_out("aten::softshrink.out", "softshrink_cpu", self, out, [&](Kernel& k, Value x, at::ScalarType ct) {
@@ -298,7 +269,6 @@ at::Tensor& softshrink_out(const at::Tensor& self, const at::Scalar& lambd, at::
 }
 at::Tensor& softshrink_backward_out(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& lambd,
                                     at::Tensor& grad_input) {
-  TPU_COUNT("aten::softshrink_backward.grad_input");
   return grad_out("aten::softshrink_backward.grad_input", "shrink_backward_cpu", grad, self, &grad_input,
                   [&](Kernel& k, Value g, Value x, at::ScalarType ct) {
                     Value l = k.b().convert(k.scalar(lambd, grad.scalar_type()), to_ir(ct));
@@ -309,13 +279,11 @@ at::Tensor& softshrink_backward_out(const at::Tensor& grad, const at::Tensor& se
 // ---- hardsigmoid, hardswish ------------------------------------------------------------
 
 at::Tensor& hardsigmoid_out(const at::Tensor& self, at::Tensor& out) {
-  TPU_COUNT("aten::hardsigmoid.out");
   return unary_out("aten::hardsigmoid.out", "hardsigmoid_cpu", self, out, [&](Kernel& k, Value x, at::ScalarType ct) {
     return ops::hardsigmoid(k.b(), x, k.scalar(6.0, ct));
   });
 }
 at::Tensor& hardsigmoid_backward_out(const at::Tensor& grad, const at::Tensor& self, at::Tensor& grad_input) {
-  TPU_COUNT("aten::hardsigmoid_backward.grad_input");
   return grad_out("aten::hardsigmoid_backward.grad_input", "hardsigmoid_backward", grad, self, &grad_input,
                   [&](Kernel& k, Value g, Value x, at::ScalarType) { return ops::hardsigmoid_backward(k.b(), g, x); });
 }
@@ -335,22 +303,11 @@ at::Tensor hardswish_impl(const char* op, const at::Tensor& self, const at::Tens
   k.run();
   return result;
 }
-at::Tensor hardswish(const at::Tensor& self) {
-  TPU_COUNT("aten::hardswish");
-  return hardswish_impl("aten::hardswish", self, nullptr, false);
-}
-at::Tensor& hardswish_(at::Tensor& self) {
-  TPU_COUNT("aten::hardswish_");
-  hardswish_impl("aten::hardswish_", self, &self, true);
-  return self;
-}
 at::Tensor& hardswish_out(const at::Tensor& self, at::Tensor& out) {
-  TPU_COUNT("aten::hardswish.out");
   hardswish_impl("aten::hardswish.out", self, &out, false);
   return out;
 }
 at::Tensor hardswish_backward(const at::Tensor& grad, const at::Tensor& self) {
-  TPU_COUNT("aten::hardswish_backward");
   at::Tensor out = fresh(grad);
   return grad_out("aten::hardswish_backward", "hardswish_backward_cpu", grad, self, &out,
                   [&](Kernel& k, Value g, Value x, at::ScalarType ct) {
@@ -363,7 +320,6 @@ at::Tensor hardswish_backward(const at::Tensor& grad, const at::Tensor& self) {
 // threshold compares and selects in self's dtype (the scalars converted to it).
 at::Tensor& threshold_out(const at::Tensor& self, const at::Scalar& threshold, const at::Scalar& value,
                           at::Tensor& out) {
-  TPU_COUNT("aten::threshold.out");
   const at::ScalarType st = self.scalar_type();
   TORCH_CHECK(st != at::kBool, "\"threshold_cpu\" not implemented for 'Bool'");
   Kernel k("aten::threshold.out", self);
@@ -382,7 +338,6 @@ int64_t glu_dim(const at::Tensor& self, int64_t dim) {
 }
 
 at::Tensor& glu_out(const at::Tensor& self, int64_t dim, at::Tensor& out) {
-  TPU_COUNT("aten::glu.out");
   const int64_t w = glu_dim(self, dim);
   const int64_t h = self.size(w) / 2;
   return unary_out("aten::glu.out", "glu_cpu", self, out, [&](Kernel& k, Value x, at::ScalarType) {
@@ -394,12 +349,10 @@ at::Tensor& glu_out(const at::Tensor& self, int64_t dim, at::Tensor& out) {
 // As the CPU: s = sigmoid(second half) is stored in self's dtype; the first
 // half's gradient is s * g, the second's (1 - s) * s * a * g.
 at::Tensor& glu_backward_out(const at::Tensor& grad, const at::Tensor& self, int64_t dim, at::Tensor& grad_input) {
-  TPU_COUNT("aten::glu_backward.grad_input");
   const char* op = "aten::glu_backward.grad_input";
   const int64_t w = glu_dim(self, dim);
   const int64_t h = self.size(w) / 2;
   check_float("glu_backward_cpu", self);
-  check_same_device(op, self.device(), {&grad, &grad_input});
   Kernel k(op, self);
   Builder& b = k.b();
   const at::ScalarType st = self.scalar_type(), ct = opmath(st);
@@ -414,16 +367,11 @@ at::Tensor& glu_backward_out(const at::Tensor& grad, const at::Tensor& self, int
   k.run();
   return grad_input;
 }
-at::Tensor glu_backward(const at::Tensor& grad, const at::Tensor& self, int64_t dim) {
-  at::Tensor out = fresh(self);
-  return glu_backward_out(grad, self, dim, out);
-}
 
 // ---- log_sigmoid ---------------------------------------------------------------------------
 
 std::tuple<at::Tensor&, at::Tensor&> log_sigmoid_forward_out(const at::Tensor& self, at::Tensor& output,
                                                                at::Tensor& buffer) {
-  TPU_COUNT("aten::log_sigmoid_forward.output");
   const char* op = "aten::log_sigmoid_forward.output";
   check_float("log_sigmoid_cpu", self);
   Kernel k(op, self);
@@ -435,31 +383,22 @@ std::tuple<at::Tensor&, at::Tensor&> log_sigmoid_forward_out(const at::Tensor& s
   return {output, buffer};
 }
 std::tuple<at::Tensor, at::Tensor> log_sigmoid_forward(const at::Tensor& self) {
-  TPU_COUNT("aten::log_sigmoid_forward");
   at::Tensor out = fresh(self), buf = fresh(self);
   log_sigmoid_forward_out(self, out, buf);
   return {out, buf};
 }
 at::Tensor& log_sigmoid_backward_out(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& buffer,
                                      at::Tensor& grad_input) {
-  TPU_COUNT("aten::log_sigmoid_backward.grad_input");
-  check_same_device("aten::log_sigmoid_backward", self.device(), {&buffer});
   return grad_out("aten::log_sigmoid_backward.grad_input", "log_sigmoid_backward_cpu", grad, self, &grad_input,
                   [&](Kernel& k, Value g, Value x, at::ScalarType ct) {
                     return ops::log_sigmoid_backward(k.b(), g, x, k.in(buffer, ct));
                   });
 }
-at::Tensor log_sigmoid_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& buffer) {
-  at::Tensor out = fresh(grad);
-  return log_sigmoid_backward_out(grad, self, buffer, out);
-}
 
 // ---- prelu ------------------------------------------------------------------------------------
 
 at::Tensor prelu_kernel(const at::Tensor& self, const at::Tensor& weight) {
-  TPU_COUNT("aten::_prelu_kernel");
   check_float("prelu_cpu", self);
-  check_same_device("aten::_prelu_kernel", self.device(), {&weight});
   Kernel k("aten::_prelu_kernel", self);
   const at::ScalarType st = self.scalar_type(), ct = opmath(st);
   at::Tensor out = k.out(ops::prelu(k.b(), k.in(self, ct), k.in(weight, ct)), st);
@@ -469,9 +408,7 @@ at::Tensor prelu_kernel(const at::Tensor& self, const at::Tensor& weight) {
 
 std::tuple<at::Tensor, at::Tensor> prelu_kernel_backward(const at::Tensor& grad, const at::Tensor& self,
                                                          const at::Tensor& weight) {
-  TPU_COUNT("aten::_prelu_kernel_backward");
   check_float("prelu_backward_cpu", self);
-  check_same_device("aten::_prelu_kernel_backward", self.device(), {&weight, &grad});
   Kernel k("aten::_prelu_kernel_backward", self);
   Builder& b = k.b();
   const at::ScalarType st = self.scalar_type(), ct = opmath(st);
@@ -487,31 +424,24 @@ std::tuple<at::Tensor, at::Tensor> prelu_kernel_backward(const at::Tensor& grad,
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TPU_KERNELS(m) {
   m.impl("_prelu_kernel", TORCH_FN(prelu_kernel));
   m.impl("_prelu_kernel_backward", TORCH_FN(prelu_kernel_backward));
   m.impl("elu.out", TORCH_FN(elu_out));
   m.impl("elu_backward.grad_input", TORCH_FN(elu_backward_out));
   m.impl("glu.out", TORCH_FN(glu_out));
-  m.impl("glu_backward", TORCH_FN(glu_backward));
-  m.impl("glu_backward.grad_input", TORCH_FN(glu_backward_out));
+  m.out("glu_backward.grad_input", TORCH_FN(glu_backward_out), "glu_backward");
   m.impl("hardshrink.out", TORCH_FN(hardshrink_out));
   m.impl("hardshrink_backward.grad_input", TORCH_FN(hardshrink_backward_out));
   m.impl("hardsigmoid.out", TORCH_FN(hardsigmoid_out));
   m.impl("hardsigmoid_backward.grad_input", TORCH_FN(hardsigmoid_backward_out));
-  m.impl("hardswish", TORCH_FN(hardswish));
-  m.impl("hardswish.out", TORCH_FN(hardswish_out));
-  m.impl("hardswish_", TORCH_FN(hardswish_));
+  m.out("hardswish.out", TORCH_FN(hardswish_out), "hardswish", "hardswish_");
   m.impl("hardswish_backward", TORCH_FN(hardswish_backward));
-  m.impl("hardtanh", TORCH_FN(hardtanh));
-  m.impl("hardtanh.out", TORCH_FN(hardtanh_out));
-  m.impl("hardtanh_", TORCH_FN(hardtanh_));
-  m.impl("hardtanh_backward", TORCH_FN(hardtanh_backward));
-  m.impl("hardtanh_backward.grad_input", TORCH_FN(hardtanh_backward_out));
+  m.out("hardtanh.out", TORCH_FN(hardtanh_out), "hardtanh", "hardtanh_");
+  m.out("hardtanh_backward.grad_input", TORCH_FN(hardtanh_backward_out), "hardtanh_backward");
   m.impl("leaky_relu.out", TORCH_FN(leaky_relu_out));
   m.impl("leaky_relu_backward.grad_input", TORCH_FN(leaky_relu_backward_out));
-  m.impl("log_sigmoid_backward", TORCH_FN(log_sigmoid_backward));
-  m.impl("log_sigmoid_backward.grad_input", TORCH_FN(log_sigmoid_backward_out));
+  m.out("log_sigmoid_backward.grad_input", TORCH_FN(log_sigmoid_backward_out), "log_sigmoid_backward");
   m.impl("log_sigmoid_forward", TORCH_FN(log_sigmoid_forward));
   m.impl("log_sigmoid_forward.output", TORCH_FN(log_sigmoid_forward_out));
   m.impl("mish.out", TORCH_FN(mish_out));

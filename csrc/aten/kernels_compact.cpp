@@ -5,8 +5,8 @@
 // the number of true elements is read back (a sync point); the compaction
 // itself runs on the device.
 #include <ATen/ExpandUtils.h>
-#include <torch/library.h>
 
+#include "aten/registry.h"
 #include "aten/tensor_ir.h"
 #include "ops/index.h"
 #include "ops/scan.h"
@@ -28,8 +28,7 @@ int64_t count_true(const at::Tensor& mask) {
 }
 
 void check_long_out(const char* op, const at::Tensor& self, const at::Tensor& out) {
-  check_same_device(op, self.device(), {&out});
-  TORCH_CHECK(out.scalar_type() == at::kLong, op, ": Expected object of scalar type Long as out, but got ",
+  TORCH_CHECK(!out.defined() || out.scalar_type() == at::kLong, op, ": Expected object of scalar type Long as out, but got ",
               out.scalar_type());
 }
 
@@ -43,33 +42,19 @@ at::Tensor positions(const char* op, const at::Tensor& self, int64_t size, int64
   return result;
 }
 
-at::Tensor nonzero(const at::Tensor& self) {
-  TPU_COUNT("aten::nonzero");
-  return positions("aten::nonzero", self, count_true(self), 0, nullptr);
-}
 at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out) {
-  TPU_COUNT("aten::nonzero.out");
   check_long_out("aten::nonzero.out", self, out);
-  positions("aten::nonzero", self, count_true(self), 0, &out);
-  return out;
+  return handed(out, positions("aten::nonzero", self, count_true(self), 0, given(out)));
 }
 
 at::Tensor& nonzero_static_out(const at::Tensor& self, int64_t size, int64_t fill_value, at::Tensor& out) {
-  TPU_COUNT("aten::nonzero_static.out");
   TORCH_CHECK(size >= 0, "nonzero_static: 'size' must be an non-negative integer");
   check_long_out("aten::nonzero_static.out", self, out);
-  positions("aten::nonzero_static", self, size, fill_value, &out);
-  return out;
-}
-at::Tensor nonzero_static(const at::Tensor& self, int64_t size, int64_t fill_value) {
-  TPU_COUNT("aten::nonzero_static");
-  TORCH_CHECK(size >= 0, "nonzero_static: 'size' must be an non-negative integer");
-  return positions("aten::nonzero_static", self, size, fill_value, nullptr);
+  return handed(out, positions("aten::nonzero_static", self, size, fill_value, given(out)));
 }
 
 at::Tensor masked_select_impl(const at::Tensor& self, const at::Tensor& mask, const at::Tensor* out) {
   TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_select: expected BoolTensor for mask");
-  check_same_device("aten::masked_select", self.device(), {&mask, out});
   if (out)
     TORCH_CHECK(out->scalar_type() == self.scalar_type(), "masked_select(): self and result must have the same ",
                 "scalar type");
@@ -84,14 +69,8 @@ at::Tensor masked_select_impl(const at::Tensor& self, const at::Tensor& mask, co
   k.run();
   return result;
 }
-at::Tensor masked_select(const at::Tensor& self, const at::Tensor& mask) {
-  TPU_COUNT("aten::masked_select");
-  return masked_select_impl(self, mask, nullptr);
-}
 at::Tensor& masked_select_out(const at::Tensor& self, const at::Tensor& mask, at::Tensor& out) {
-  TPU_COUNT("aten::masked_select.out");
-  masked_select_impl(self, mask, &out);
-  return out;
+  return handed(out, masked_select_impl(self, mask, given(out)));
 }
 
 // [0] * repeats[0] ++ [1] * repeats[1] ++ ...: output position o holds the
@@ -99,7 +78,6 @@ at::Tensor& masked_select_out(const at::Tensor& self, const at::Tensor& mask, at
 // total is read back (a sync point); a negative repeat raises at the next
 // sync point, as does an output_size that is not the total.
 at::Tensor repeat_interleave_tensor(const at::Tensor& repeats, std::optional<int64_t> output_size) {
-  TPU_COUNT("aten::repeat_interleave.Tensor");
   TORCH_CHECK(repeats.dim() == 1, "repeat_interleave only accept 1D vector as repeat");
   TORCH_CHECK(repeats.scalar_type() == at::kLong || repeats.scalar_type() == at::kInt,
               "repeats has to be Long or Int tensor");
@@ -209,44 +187,36 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_impl(const char* op, const
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> unique2(const at::Tensor& self, bool sorted, bool return_inverse,
                                                        bool return_counts) {
-  TPU_COUNT("aten::_unique2");
   return unique_impl("aten::_unique2", self, std::nullopt, true, return_inverse, return_counts);
 }
 std::tuple<at::Tensor, at::Tensor> unique(const at::Tensor& self, bool sorted, bool return_inverse) {
-  TPU_COUNT("aten::_unique");
   auto [v, i, c] = unique_impl("aten::_unique", self, std::nullopt, true, return_inverse, false);
   return {v, i};
 }
 std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_dim(const at::Tensor& self, int64_t dim, bool sorted,
                                                           bool return_inverse, bool return_counts) {
-  TPU_COUNT("aten::unique_dim");
   return unique_impl("aten::unique_dim", self, dim, true, return_inverse, return_counts);
 }
 std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_consecutive(const at::Tensor& self, bool return_inverse,
                                                                   bool return_counts, std::optional<int64_t> dim) {
-  TPU_COUNT("aten::unique_consecutive");
   return unique_impl("aten::unique_consecutive", self, dim, false, return_inverse, return_counts);
 }
 std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_dim_consecutive(const at::Tensor& self, int64_t dim,
                                                                       bool return_inverse, bool return_counts) {
-  TPU_COUNT("aten::unique_dim_consecutive");
   return unique_impl("aten::unique_dim_consecutive", self, dim, false, return_inverse, return_counts);
 }
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TPU_KERNELS(m) {
   m.impl("_unique", TORCH_FN(unique));
   m.impl("_unique2", TORCH_FN(unique2));
   m.impl("unique_dim", TORCH_FN(unique_dim));
   m.impl("unique_consecutive", TORCH_FN(unique_consecutive));
   m.impl("unique_dim_consecutive", TORCH_FN(unique_dim_consecutive));
-  m.impl("masked_select", TORCH_FN(masked_select));
-  m.impl("masked_select.out", TORCH_FN(masked_select_out));
-  m.impl("nonzero", TORCH_FN(nonzero));
-  m.impl("nonzero.out", TORCH_FN(nonzero_out));
-  m.impl("nonzero_static", TORCH_FN(nonzero_static));
-  m.impl("nonzero_static.out", TORCH_FN(nonzero_static_out));
+  m.out("masked_select.out", TORCH_FN(masked_select_out), "masked_select");
+  m.out("nonzero.out", TORCH_FN(nonzero_out), "nonzero");
+  m.out("nonzero_static.out", TORCH_FN(nonzero_static_out), "nonzero_static");
   m.impl("repeat_interleave.Tensor", TORCH_FN(repeat_interleave_tensor));
 }
 

@@ -3,8 +3,8 @@
 // padding, dilation, groups, bias and transposed convolutions. at::_convolution
 // has already checked the shapes and expanded the per-dim arguments.
 #include <c10/core/SymIntArrayRef.h>
-#include <torch/library.h>
 
+#include "aten/registry.h"
 #include "aten/opmath.h"
 #include "ops/conv.h"
 
@@ -50,10 +50,8 @@ ops::ConvParams conv_params(const char* op, const at::Tensor& input, const at::T
 at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
                        c10::SymIntArrayRef stride, c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
                        bool transposed, c10::SymIntArrayRef output_padding, c10::SymInt groups) {
-  TPU_COUNT("aten::convolution_overrideable");
   const char* op = "aten::convolution_overrideable";
   bool has_bias = bias && bias->defined();
-  check_same_device(op, input.device(), {&weight, has_bias ? &*bias : nullptr});
   ops::ConvParams p = conv_params(op, input, weight, stride, padding, dilation, transposed, output_padding,
                                   groups.guard_int(__FILE__, __LINE__));
   Kernel k(op, input);
@@ -74,9 +72,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, c10::SymIntArrayRef stride,
     c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, bool transposed, c10::SymIntArrayRef output_padding,
     c10::SymInt groups, std::array<bool, 3> mask) {
-  TPU_COUNT("aten::convolution_backward_overrideable");
   const char* op = "aten::convolution_backward_overrideable";
-  check_same_device(op, input.device(), {&weight, &grad_output});
   ops::ConvParams p = conv_params(op, input, weight, stride, padding, dilation, transposed, output_padding,
                                   groups.guard_int(__FILE__, __LINE__));
   Kernel k(op, input);
@@ -101,7 +97,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TPU_KERNELS(m) {
   m.impl("convolution_overrideable", TORCH_FN(convolution));
   m.impl("convolution_backward_overrideable", TORCH_FN(convolution_backward));
 }

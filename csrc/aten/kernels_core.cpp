@@ -6,8 +6,8 @@
 #include <ATen/ops/unfold_native.h>
 #include <ATen/ops/view_native.h>
 #include <c10/core/DeviceGuard.h>
-#include <torch/library.h>
 
+#include "aten/registry.h"
 #include "aten/tensor_ir.h"
 
 namespace torchtpu::aten {
@@ -21,7 +21,6 @@ c10::DeviceIndex index_of(std::optional<at::Device> d) {
 at::Tensor empty_memory_format(at::IntArrayRef size, std::optional<at::ScalarType> dtype,
                                std::optional<at::Layout> layout, std::optional<at::Device> device,
                                std::optional<bool> pin_memory, std::optional<at::MemoryFormat> memory_format) {
-  TPU_COUNT("aten::empty.memory_format");
   TORCH_CHECK(!layout || *layout == at::kStrided, "tpu supports only strided tensors, got layout ", *layout);
   at::ScalarType st = dtype.value_or(at::get_default_dtype_as_scalartype());
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, index_of(device)));
@@ -33,7 +32,6 @@ at::Tensor empty_memory_format(at::IntArrayRef size, std::optional<at::ScalarTyp
 at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride, std::optional<at::ScalarType> dtype,
                          std::optional<at::Layout> layout, std::optional<at::Device> device,
                          std::optional<bool> pin_memory) {
-  TPU_COUNT("aten::empty_strided");
   at::ScalarType st = dtype.value_or(at::get_default_dtype_as_scalartype());
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, index_of(device)));
   to_ir(st);
@@ -97,7 +95,6 @@ void from_cpu(const at::Tensor& src, const at::Tensor& dst) {
 }
 
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
-  TPU_COUNT("aten::_copy_from");
   if (self.numel() == 0) return dst;
   bool src_dev = self.device().is_privateuseone(), dst_dev = dst.device().is_privateuseone();
   if (src_dev && dst_dev && self.device() == dst.device()) {
@@ -115,18 +112,15 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
 }
 
 at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
-  TPU_COUNT("aten::_copy_from_and_resize");
   if (dst.sizes() != self.sizes()) dst.resize_(self.sizes());
   return copy_from(self, dst, false);
 }
 
 at::Scalar local_scalar_dense(const at::Tensor& self) {
-  TPU_COUNT("aten::_local_scalar_dense");
   return to_cpu(self).item();
 }
 
 const at::Tensor& resize_(const at::Tensor& self, at::IntArrayRef size, std::optional<at::MemoryFormat> fmt) {
-  TPU_COUNT("aten::resize_");
   auto* impl = self.unsafeGetTensorImpl();
   int64_t numel = c10::multiply_integers(size);
   int64_t needed = (numel + self.storage_offset()) * static_cast<int64_t>(self.element_size());
@@ -154,7 +148,6 @@ const at::Tensor& resize_(const at::Tensor& self, at::IntArrayRef size, std::opt
 }
 
 at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
-  TPU_COUNT("aten::fill_.Scalar");
   if (self.numel() == 0) return self;
   Kernel k("aten::fill_", self);
   k.into(self, k.scalar(value, self.scalar_type()));
@@ -163,7 +156,6 @@ at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
 }
 
 at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
-  TPU_COUNT("aten::fill_.Tensor");
   TORCH_CHECK(value.dim() == 0, "fill_ only supports 0-dimension value tensor but got tensor with ", value.dim(),
               " dimensions.");
   if (self.numel() == 0) return self;
@@ -174,7 +166,6 @@ at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
 }
 
 at::Tensor& zero_(at::Tensor& self) {
-  TPU_COUNT("aten::zero_");
   if (self.numel() == 0) return self;
   Kernel k("aten::zero_", self);
   k.into(self, k.b().constant(to_ir(self.scalar_type()), 0, to_dims(self.sizes())));
@@ -188,7 +179,6 @@ at::Tensor& zero_(at::Tensor& self) {
 at::Tensor efficientzerotensor(at::IntArrayRef size, std::optional<at::ScalarType> dtype,
                                std::optional<at::Layout> layout, std::optional<at::Device> device,
                                std::optional<bool> pin_memory) {
-  TPU_COUNT("aten::_efficientzerotensor");
   at::Tensor t = empty_memory_format(size, dtype, layout, device, pin_memory, std::nullopt);
   return (zero_)(t);
 }
@@ -236,12 +226,10 @@ void assert_async_impl(const at::Tensor& self, c10::string_view msg) {
 }
 
 void assert_async(const at::Tensor& self) {
-  TPU_COUNT("aten::_assert_async");
   assert_async_impl(self, "");
 }
 
 void assert_async_msg(const at::Tensor& self, c10::string_view msg) {
-  TPU_COUNT("aten::_assert_async.msg");
   assert_async_impl(self, msg);
 }
 
@@ -263,14 +251,14 @@ bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& 
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
+TPU_KERNELS(m) {
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type), Devices::kAny);
   m.impl("_assert_async", TORCH_FN(assert_async));
   m.impl("_assert_async.msg", TORCH_FN(assert_async_msg));
   m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
   m.impl("empty_strided", TORCH_FN(empty_strided));
-  m.impl("_copy_from", TORCH_FN(copy_from));
-  m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
+  m.impl("_copy_from", TORCH_FN(copy_from), Devices::kAny);
+  m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize), Devices::kAny);
   m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
   m.impl("resize_", TORCH_FN(resize_));
   m.impl("fill_.Scalar", TORCH_FN(fill_scalar));
@@ -283,7 +271,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("unfold", TORCH_FN(unfold));
   m.impl("set_.source_Storage_storage_offset", TORCH_FN(set_source_storage));
   m.impl("set_.source_Storage", TORCH_FN(set_storage));
-  m.impl("set_.source_Tensor", TORCH_FN(set_tensor));
+  m.impl("set_.source_Tensor", TORCH_FN(set_tensor), Devices::kAny);
 }
 
 }  // namespace torchtpu::aten

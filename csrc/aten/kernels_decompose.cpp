@@ -8,10 +8,10 @@
 // LAPACK and cuSOLVER); the rest matches LAPACK's to rounding.
 #include <ATen/native/LinearAlgebraUtils.h>
 #include <ATen/native/Resize.h>
-#include <torch/library.h>
 
 #include <limits>
 
+#include "aten/registry.h"
 #include "aten/tensor_ir.h"
 #include "ops/decompose.h"
 #include "ops/linalg.h"
@@ -72,7 +72,6 @@ std::tuple<at::Tensor, at::Tensor> qr_impl(const at::Tensor& A, c10::string_view
   check_matrix("linalg.qr", A);
   TORCH_CHECK(mode == "reduced" || mode == "r" || mode == "complete", "qr received unrecognized mode '", mode,
               "' but expected one of 'reduced' (default), 'r', or 'complete'");
-  check_same_device(op, A.device(), {qo, ro});
   const int64_t m = A.size(-2), n = A.size(-1), kk = std::min(m, n), B = batch_count(A);
   const bool complete = mode == "complete", want_q = mode != "r";
   const int64_t qc = complete ? m : kk;
@@ -97,12 +96,10 @@ std::tuple<at::Tensor, at::Tensor> qr_impl(const at::Tensor& A, c10::string_view
   return {Q, R};
 }
 std::tuple<at::Tensor, at::Tensor> linalg_qr(const at::Tensor& A, c10::string_view mode) {
-  TPU_COUNT("aten::linalg_qr");
   return qr_impl(A, mode, nullptr, nullptr);
 }
 std::tuple<at::Tensor&, at::Tensor&> linalg_qr_out(const at::Tensor& A, c10::string_view mode, at::Tensor& Q,
                                                    at::Tensor& R) {
-  TPU_COUNT("aten::linalg_qr.out");
   qr_impl(A, mode, &Q, &R);
   return {Q, R};
 }
@@ -111,7 +108,6 @@ std::tuple<at::Tensor, at::Tensor> geqrf_impl(const at::Tensor& A, at::Tensor* a
   const char* op = "aten::geqrf";
   TORCH_CHECK(A.dim() >= 2, "torch.geqrf: input must have at least 2 dimensions.");
   check_matrix("torch.geqrf", A);
-  check_same_device(op, A.device(), {ao, to});
   const int64_t m = A.size(-2), n = A.size(-1), kk = std::min(m, n), B = batch_count(A);
   Kernel k(op, A);
   Builder& b = k.b();
@@ -128,11 +124,9 @@ std::tuple<at::Tensor, at::Tensor> geqrf_impl(const at::Tensor& A, at::Tensor* a
   return {p, t};
 }
 std::tuple<at::Tensor, at::Tensor> geqrf(const at::Tensor& A) {
-  TPU_COUNT("aten::geqrf");
   return geqrf_impl(A, nullptr, nullptr);
 }
 std::tuple<at::Tensor&, at::Tensor&> geqrf_out(const at::Tensor& A, at::Tensor& a, at::Tensor& tau) {
-  TPU_COUNT("aten::geqrf.a");
   geqrf_impl(A, &a, &tau);
   return {a, tau};
 }
@@ -151,7 +145,6 @@ void check_reflectors(const char* name, const at::Tensor& A, const at::Tensor& t
 at::Tensor householder_product_impl(const at::Tensor& A, const at::Tensor& tau, at::Tensor* out) {
   const char* name = "torch.linalg.householder_product";
   check_reflectors(name, A, tau);
-  check_same_device("aten::linalg_householder_product", A.device(), {&tau, out});
   TORCH_CHECK(A.size(-2) >= A.size(-1), name, ": input.shape[-2] must be greater than or equal to input.shape[-1]");
   TORCH_CHECK(A.size(-1) >= tau.size(-1), name, ": input.shape[-1] must be greater than or equal to tau.shape[-1]");
   const int64_t m = A.size(-2), n = A.size(-1), B = batch_count(A);
@@ -168,11 +161,9 @@ at::Tensor householder_product_impl(const at::Tensor& A, const at::Tensor& tau, 
   return r;
 }
 at::Tensor householder_product(const at::Tensor& A, const at::Tensor& tau) {
-  TPU_COUNT("aten::linalg_householder_product");
   return householder_product_impl(A, tau, nullptr);
 }
 at::Tensor& householder_product_out(const at::Tensor& A, const at::Tensor& tau, at::Tensor& out) {
-  TPU_COUNT("aten::linalg_householder_product.out");
   householder_product_impl(A, tau, &out);
   return out;
 }
@@ -181,7 +172,6 @@ at::Tensor ormqr_impl(const at::Tensor& A, const at::Tensor& tau, const at::Tens
                       at::Tensor* out) {
   const char* name = "torch.ormqr";
   check_reflectors(name, A, tau);
-  check_same_device("aten::ormqr", A.device(), {&tau, &C, out});
   TORCH_CHECK(C.dim() >= 2, name, ": other must have at least 2 dimensions.");
   TORCH_CHECK(C.dim() == A.dim(), name, ": input.dim() must be equal to other.dim()");
   TORCH_CHECK(C.scalar_type() == A.scalar_type(), name, ": Expected input and other to have the same dtype, but ",
@@ -207,12 +197,10 @@ at::Tensor ormqr_impl(const at::Tensor& A, const at::Tensor& tau, const at::Tens
   return r;
 }
 at::Tensor ormqr(const at::Tensor& A, const at::Tensor& tau, const at::Tensor& C, bool left, bool transpose) {
-  TPU_COUNT("aten::ormqr");
   return ormqr_impl(A, tau, C, left, transpose, nullptr);
 }
 at::Tensor& ormqr_out(const at::Tensor& A, const at::Tensor& tau, const at::Tensor& C, bool left, bool transpose,
                       at::Tensor& out) {
-  TPU_COUNT("aten::ormqr.out");
   ormqr_impl(A, tau, C, left, transpose, &out);
   return out;
 }
@@ -226,7 +214,6 @@ std::tuple<at::Tensor, at::Tensor> eigh_impl(const at::Tensor& A, c10::string_vi
   TORCH_CHECK(A.size(-1) == A.size(-2), "linalg.eigh: A must be batches of square matrices, but they are ",
               A.size(-2), " by ", A.size(-1), " matrices");
   TORCH_CHECK(uplo == "L" || uplo == "U", "Expected UPLO argument to be 'L' or 'U', but got ", uplo);
-  check_same_device(op, A.device(), {lo, vo});
   const int64_t n = A.size(-1), B = batch_count(A);
   Kernel k(op, A);
   Builder& b = k.b();
@@ -254,12 +241,10 @@ std::tuple<at::Tensor, at::Tensor> eigh_impl(const at::Tensor& A, c10::string_vi
   return {L, V};
 }
 std::tuple<at::Tensor, at::Tensor> linalg_eigh(const at::Tensor& A, c10::string_view uplo, bool compute_v) {
-  TPU_COUNT("aten::_linalg_eigh");
   return eigh_impl(A, uplo, compute_v, nullptr, nullptr);
 }
 std::tuple<at::Tensor&, at::Tensor&> linalg_eigh_out(const at::Tensor& A, c10::string_view uplo, bool compute_v,
                                                      at::Tensor& L, at::Tensor& V) {
-  TPU_COUNT("aten::_linalg_eigh.eigenvalues");
   eigh_impl(A, uplo, compute_v, &L, &V);
   return {L, V};
 }
@@ -271,7 +256,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> svd_impl(const at::Tensor& A, boo
   check_matrix("linalg.svd", A);
   TORCH_CHECK(!driver.has_value(), "torch.linalg.svd: keyword argument `driver=` is only supported on CUDA inputs ",
               "with cuSOLVER backend.");
-  check_same_device(op, A.device(), {uo, so, vo});
   const int64_t m = A.size(-2), n = A.size(-1), kk = std::min(m, n), B = batch_count(A);
   const bool fm = full && compute_uv;
   const std::vector<int64_t> ushape = compute_uv ? with(batch_of(A), {m, fm ? m : kk}) : std::vector<int64_t>{0};
@@ -300,13 +284,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> svd_impl(const at::Tensor& A, boo
 }
 std::tuple<at::Tensor, at::Tensor, at::Tensor> linalg_svd(const at::Tensor& A, bool full, bool compute_uv,
                                                           std::optional<c10::string_view> driver) {
-  TPU_COUNT("aten::_linalg_svd");
   return svd_impl(A, full, compute_uv, driver, nullptr, nullptr, nullptr);
 }
 std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> linalg_svd_out(const at::Tensor& A, bool full, bool compute_uv,
                                                                  std::optional<c10::string_view> driver, at::Tensor& U,
                                                                  at::Tensor& S, at::Tensor& Vh) {
-  TPU_COUNT("aten::_linalg_svd.U");
   svd_impl(A, full, compute_uv, driver, &U, &S, &Vh);
   return {U, S, Vh};
 }
@@ -330,7 +312,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> lstsq_impl(const at::
   TORCH_CHECK(A.scalar_type() == Bm.scalar_type(), "torch.linalg.lstsq: Expected input and other to have the same ",
               "dtype, but got input's dtype ", A.scalar_type(), " and other's dtype ", Bm.scalar_type());
   check_matrix("torch.linalg.lstsq", A);
-  check_same_device(op, A.device(), {&Bm, outs[0], outs[1], outs[2], outs[3]});
   const bool vector = at::native::linalg_solve_is_vector_rhs(A, Bm);
   const at::Tensor B2 = vector ? Bm.unsqueeze(-1) : Bm;
   TORCH_CHECK(A.size(-2) == B2.size(-2), "torch.linalg.lstsq: input.size(-2) should match other.size(-2)");
@@ -407,19 +388,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> lstsq_impl(const at::
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> linalg_lstsq(const at::Tensor& A, const at::Tensor& B,
                                                                         std::optional<double> rcond,
                                                                         std::optional<c10::string_view> driver) {
-  TPU_COUNT("aten::linalg_lstsq");
   return lstsq_impl(A, B, rcond, driver, {nullptr, nullptr, nullptr, nullptr});
 }
 std::tuple<at::Tensor&, at::Tensor&, at::Tensor&, at::Tensor&> linalg_lstsq_out(
     const at::Tensor& A, const at::Tensor& B, std::optional<double> rcond, std::optional<c10::string_view> driver,
     at::Tensor& sol, at::Tensor& res, at::Tensor& rank, at::Tensor& sv) {
-  TPU_COUNT("aten::linalg_lstsq.out");
   lstsq_impl(A, B, rcond, driver, {&sol, &res, &rank, &sv});
   return {sol, res, rank, sv};
 }
 
 at::Tensor linalg_matrix_exp(const at::Tensor& A) {
-  TPU_COUNT("aten::linalg_matrix_exp");
   TORCH_CHECK(A.dim() >= 2, "linalg.matrix_exp: The input tensor A must have at least 2 dimensions.");
   TORCH_CHECK(A.size(-1) == A.size(-2), "linalg.matrix_exp: A must be batches of square matrices, but they are ",
               A.size(-2), " by ", A.size(-1), " matrices");
@@ -441,7 +419,7 @@ at::Tensor linalg_matrix_exp(const at::Tensor& A) {
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TPU_KERNELS(m) {
   m.impl("linalg_matrix_exp", TORCH_FN(linalg_matrix_exp));
   m.impl("linalg_lstsq", TORCH_FN(linalg_lstsq));
   m.impl("linalg_lstsq.out", TORCH_FN(linalg_lstsq_out));

@@ -4,11 +4,11 @@
 // the scaling in float32 for 16-bit weights. And embedding_bag (sum, mean,
 // max; per-sample weights, padding_idx, include_last_offset) with its
 // backward: rows gathered, then scattered into their bags.
-#include <torch/library.h>
 
 #include <cmath>
 #include <limits>
 
+#include "aten/registry.h"
 #include "aten/opmath.h"
 #include "aten/tensor_ir.h"
 #include "ops/scan.h"
@@ -19,7 +19,6 @@ namespace {
 using ops::Cmp;
 
 at::Tensor& embedding_renorm_(at::Tensor& self, const at::Tensor& indices, double max_norm, double norm_type) {
-  TPU_COUNT("aten::embedding_renorm_");
   const char* op = "aten::embedding_renorm_";
   TORCH_CHECK(self.dim() == 2, "Expected 2-dimensional tensor, but got ", self.dim(),
               "-dimensional tensor for argument #1 'self' (while checking arguments for embedding_renorm_)");
@@ -28,7 +27,6 @@ at::Tensor& embedding_renorm_(at::Tensor& self, const at::Tensor& indices, doubl
               "got ", indices.scalar_type(), " instead (while checking arguments for embedding_renorm_)");
   TORCH_CHECK(at::isFloatingType(self.scalar_type()), op, ": expected a floating point weight, got ",
               self.scalar_type());
-  check_same_device(op, self.device(), {&indices});
   if (indices.numel() == 0 || self.numel() == 0) return self;
   Kernel k(op, self);
   Builder& b = k.b();
@@ -45,7 +43,7 @@ at::Tensor& embedding_renorm_(at::Tensor& self, const at::Tensor& indices, doubl
   Value hit = b.compare(b.iota(DType::kS64, rn, 0), b.broadcast_in_dim(idx, rn, {1}), Cmp::kEQ);
   Value used = b.compare(b.reduce_max(b.convert(hit, DType::kS32), {1}), b.constant(DType::kS32, 0), Cmp::kNE);
   Value w = k.in(self, ct);
-  Value a = b.unary("stablehlo.abs", w);
+  Value a = b.abs(w);
   Value norm;
   if (norm_type == 2) {
     norm = b.sqrt(b.reduce_sum(b.mul(w, w), {1}));
@@ -57,8 +55,8 @@ at::Tensor& embedding_renorm_(at::Tensor& self, const at::Tensor& indices, doubl
     norm = b.reduce_sum(b.convert(b.convert(b.compare(w, b.zeros_like(w), Cmp::kNE), DType::kS32), c), {1});
   } else {
     Value p = k.scalar(norm_type, ct);
-    Value s = b.reduce_sum(b.binary_bcast("stablehlo.power", a, p), {1});
-    norm = b.binary_bcast("stablehlo.power", s, b.div(b.constant(c, 1), p));
+    Value s = b.reduce_sum(b.pow(a, p), {1});
+    norm = b.pow(s, b.div(b.constant(c, 1), p));
   }
   // The CPU reads the norm back from a tensor of the weight's dtype.
   norm = b.convert(b.convert(norm, to_ir(self.scalar_type())), c);
@@ -130,7 +128,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> embedding_bag_impl(
   }
   TORCH_CHECK(!include_last_offset || offsets.size(0) >= 1,
               "include_last_offset: number of offset should be at least 1");
-  check_same_device(op, weight.device(), {&indices, &offsets, psw.defined() ? &psw : nullptr});
   const int64_t nw = weight.size(0), dim = weight.size(1);
   const int64_t nb = offsets.size(0) - (include_last_offset ? 1 : 0);
   const at::ScalarType st = weight.scalar_type(), ct = opmath(st);
@@ -201,14 +198,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> embedding_bag_impl(
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> embedding_bag(
     const at::Tensor& weight, const at::Tensor& indices, const at::Tensor& offsets, bool scale_grad_by_freq,
     int64_t mode, bool sparse, const std::optional<at::Tensor>& psw, bool include_last_offset, int64_t padding_idx) {
-  TPU_COUNT("aten::_embedding_bag");
   return embedding_bag_impl("aten::_embedding_bag", weight, indices, offsets, mode, psw, include_last_offset,
                             padding_idx);
 }
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> embedding_bag_forward_only(
     const at::Tensor& weight, const at::Tensor& indices, const at::Tensor& offsets, bool scale_grad_by_freq,
     int64_t mode, bool sparse, const std::optional<at::Tensor>& psw, bool include_last_offset, int64_t padding_idx) {
-  TPU_COUNT("aten::_embedding_bag_forward_only");
   return embedding_bag_impl("aten::_embedding_bag_forward_only", weight, indices, offsets, mode, psw,
                             include_last_offset, padding_idx);
 }
@@ -222,10 +217,8 @@ at::Tensor embedding_bag_backward(const at::Tensor& grad, const at::Tensor& indi
                                   const at::Tensor& max_indices, int64_t num_weights, bool scale_grad_by_freq,
                                   int64_t mode, bool sparse, const std::optional<at::Tensor>& psw_opt,
                                   int64_t padding_idx) {
-  TPU_COUNT("aten::_embedding_bag_backward");
   const char* op = "aten::_embedding_bag_backward";
   TORCH_CHECK_NOT_IMPLEMENTED(!sparse, "embedding_bag: sparse gradients are not supported on tpu (sparse=True)");
-  check_same_device(op, grad.device(), {&indices, &offset2bag, &bag_size, &max_indices});
   const at::Tensor psw = psw_opt.value_or(at::Tensor());
   const int64_t dim = grad.size(1), nb = grad.size(0), n = indices.numel();
   const at::ScalarType st = grad.scalar_type(), ct = opmath(st);
@@ -279,10 +272,8 @@ at::Tensor embedding_bag_backward(const at::Tensor& grad, const at::Tensor& indi
 at::Tensor embedding_bag_psw_backward(const at::Tensor& grad, const at::Tensor& weight, const at::Tensor& indices,
                                       const at::Tensor& offsets, const at::Tensor& offset2bag, int64_t mode,
                                       int64_t padding_idx) {
-  TPU_COUNT("aten::_embedding_bag_per_sample_weights_backward");
   const char* op = "aten::_embedding_bag_per_sample_weights_backward";
   TORCH_CHECK(mode == kSum, "embedding_bag_backward: per_sample_weights only supported for mode='sum'");
-  check_same_device(op, grad.device(), {&weight, &indices, &offset2bag});
   const int64_t n = indices.numel(), dim = weight.size(1);
   const at::ScalarType st = grad.scalar_type(), ct = opmath(st);
   Kernel k(op, grad);
@@ -306,7 +297,7 @@ at::Tensor embedding_bag_psw_backward(const at::Tensor& grad, const at::Tensor& 
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TPU_KERNELS(m) {
   m.impl("embedding_renorm_", TORCH_FN(embedding_renorm_));
   m.impl("_embedding_bag", TORCH_FN(embedding_bag));
   m.impl("_embedding_bag_forward_only", TORCH_FN(embedding_bag_forward_only));

@@ -6,8 +6,8 @@
 //   c3 = -c2 * mean - sum_g(db * gamma) * rstd / (D * HxW);
 // dgamma = sum_n (ds - db * mean) * rstd and dbeta = sum_n db.
 // (The forward, native_group_norm, is in kernels_norm.cpp.)
-#include <torch/library.h>
 
+#include "aten/registry.h"
 #include "aten/opmath.h"
 #include "aten/tensor_ir.h"
 
@@ -18,7 +18,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_group_norm_backward(
     const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& mean, const at::Tensor& rstd,
     const std::optional<at::Tensor>& weight, int64_t n, int64_t channels, int64_t hw, int64_t group,
     std::array<bool, 3> mask) {
-  TPU_COUNT("aten::native_group_norm_backward");
   const char* op = "aten::native_group_norm_backward";
   const bool has_w = weight && weight->defined();
   TORCH_CHECK(group > 0 && channels % group == 0, op, ": expected the number of channels (", channels,
@@ -32,7 +31,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_group_norm_backward(
               weight->sizes());
   TORCH_CHECK(at::isFloatingType(input.scalar_type()), op, ": expected a floating point input, got ",
               input.scalar_type());
-  check_same_device(op, input.device(), {&grad_out, &mean, &rstd, has_w ? &*weight : nullptr});
   const at::ScalarType st = input.scalar_type(), ct = opmath(st);
   const at::ScalarType wt = has_w ? weight->scalar_type() : st;
   at::Tensor gi, gw, gb;
@@ -80,7 +78,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_group_norm_backward(
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TPU_KERNELS(m) {
   m.impl("native_group_norm_backward", TORCH_FN(native_group_norm_backward));
 }
 

@@ -6,8 +6,8 @@
 // input's dtype corrected by a search of the neighbouring edges (bin counts),
 // or by counting the edges at or below it (edge tensors); NaN and elements
 // outside the edges are skipped, and the last bin includes its right edge.
-#include <torch/library.h>
 
+#include "aten/registry.h"
 #include "aten/linspace.h"
 #include "aten/tensor_ir.h"
 #include "ops/resample.h"
@@ -18,7 +18,7 @@ namespace {
 using ops::Cmp;
 
 Value is_finite(Builder& b, Value v) {
-  return b.graph().add("stablehlo.is_finite", {v}, ir::Type{DType::kBool, b.dims(v)});
+  return b.is_finite(v);
 }
 
 // ---- histc ----------------------------------------------------------------------------
@@ -36,7 +36,6 @@ at::Tensor histc_impl(const at::Tensor& self, int64_t bins, const at::Scalar& mi
                               at::toString(self.scalar_type()), "'");
   TORCH_CHECK(bins > 0, "torch.histogram(): bins must be > 0, but got ", bins, " for dimension 0");
   if (out) {
-    check_same_device(op, self.device(), {out});
     TORCH_CHECK(out->scalar_type() == self.scalar_type(), "torch.histc: input tensor and hist tensor should have "
                 "the same dtype, but got input ", self.scalar_type(), " and hist ", out->scalar_type());
   }
@@ -68,7 +67,7 @@ at::Tensor histc_impl(const at::Tensor& self, int64_t bins, const at::Scalar& mi
       left = b.select(same, b.sub(left, b.constant(t, 1)), left);
       right = b.select(same, b.add(right, b.constant(t, 1)), right);
       Value finite = b.logical_and(is_finite(b, left), is_finite(b, right));
-      k.check(b.unary("stablehlo.not", finite), Kernel::CheckKind::kRuntime, "torch.histc: range of the input is not finite");
+      k.check(b.logical_not(finite), Kernel::CheckKind::kRuntime, "torch.histc: range of the input is not finite");
     } else {
       left = k.scalar(lo, st);
       right = k.scalar(hi, st);
@@ -86,12 +85,10 @@ at::Tensor histc_impl(const at::Tensor& self, int64_t bins, const at::Scalar& mi
   return r;
 }
 at::Tensor histc(const at::Tensor& self, int64_t bins, const at::Scalar& min, const at::Scalar& max) {
-  TPU_COUNT("aten::histc");
   return histc_impl(self, bins, min, max, nullptr);
 }
 at::Tensor& histc_out(const at::Tensor& self, int64_t bins, const at::Scalar& min, const at::Scalar& max,
                       at::Tensor& out) {
-  TPU_COUNT("aten::histc.out");
   histc_impl(self, bins, min, max, &out);
   return out;
 }
@@ -183,7 +180,7 @@ std::vector<Value> count_edges(Kernel& k, const Points& p, Value x, at::IntArray
       lo = b.reduce_min(col, {0});
       hi = b.reduce_max(col, {0});
       Value finite = b.logical_and(is_finite(b, lo), is_finite(b, hi));
-      k.check(b.unary("stablehlo.not", finite), Kernel::CheckKind::kRuntime,
+      k.check(b.logical_not(finite), Kernel::CheckKind::kRuntime,
               std::string(p.who) + ": dimension " + std::to_string(d) + "'s range of the input is not finite");
       Value same = b.compare(lo, hi, Cmp::kEQ);
       lo = b.select(same, b.sub(lo, b.constant(t, 0.5)), lo);
@@ -290,7 +287,6 @@ std::tuple<at::Tensor, at::Tensor> histogram_bin_ct_impl(const char* op, const a
                                                          const OptRange& range, const OptTensor& weight,
                                                          bool density, at::Tensor* hist_out, at::Tensor* edges_out) {
   const Points p = check_inputs(/*dd=*/false, self, weight, nullptr);
-  if (hist_out) check_same_device(op, self.device(), {hist_out, edges_out});
   Kernel k(op, self);
   Inputs in = read_points(k, p, self, weight);
   std::vector<Value> edges = count_edges(k, p, in.x, {bins}, range);
@@ -308,7 +304,6 @@ std::tuple<at::Tensor, at::Tensor> histogram_bins_impl(const char* op, const at:
               " dimensions in the bins tensor");
   const at::TensorList list(bins);
   const Points p = check_inputs(/*dd=*/false, self, weight, &list);
-  check_same_device(op, self.device(), {&bins, hist_out, edges_out});
   Kernel k(op, self);
   Inputs in = read_points(k, p, self, weight);
   Value e = k.in(bins);
@@ -321,32 +316,27 @@ std::tuple<at::Tensor, at::Tensor> histogram_bins_impl(const char* op, const at:
 
 std::tuple<at::Tensor, at::Tensor> histogram_bin_ct(const at::Tensor& self, int64_t bins, OptRange range,
                                                     const OptTensor& weight, bool density) {
-  TPU_COUNT("aten::histogram.bin_ct");
   return histogram_bin_ct_impl("aten::histogram.bin_ct", self, bins, range, weight, density, nullptr, nullptr);
 }
 std::tuple<at::Tensor&, at::Tensor&> histogram_bin_ct_out(const at::Tensor& self, int64_t bins, OptRange range,
                                                           const OptTensor& weight, bool density, at::Tensor& hist,
                                                           at::Tensor& bin_edges) {
-  TPU_COUNT("aten::histogram.bin_ct_out");
   histogram_bin_ct_impl("aten::histogram.bin_ct_out", self, bins, range, weight, density, &hist, &bin_edges);
   return {hist, bin_edges};
 }
 std::tuple<at::Tensor, at::Tensor> histogram_bins(const at::Tensor& self, const at::Tensor& bins,
                                                   const OptTensor& weight, bool density) {
-  TPU_COUNT("aten::histogram.bins_tensor");
   return histogram_bins_impl("aten::histogram.bins_tensor", self, bins, weight, density, nullptr, nullptr);
 }
 std::tuple<at::Tensor&, at::Tensor&> histogram_bins_out(const at::Tensor& self, const at::Tensor& bins,
                                                         const OptTensor& weight, bool density, at::Tensor& hist,
                                                         at::Tensor& bin_edges) {
-  TPU_COUNT("aten::histogram.bins_tensor_out");
   histogram_bins_impl("aten::histogram.bins_tensor_out", self, bins, weight, density, &hist, &bin_edges);
   return {hist, bin_edges};
 }
 
 std::vector<at::Tensor> histogramdd_bin_edges(const at::Tensor& self, at::IntArrayRef bins, OptRange range,
                                               const OptTensor& weight, bool density) {
-  TPU_COUNT("aten::_histogramdd_bin_edges");
   const Points p = check_inputs(/*dd=*/true, self, weight, nullptr);
   Kernel k("aten::_histogramdd_bin_edges", self);
   Inputs in = read_points(k, p, self, weight);
@@ -358,7 +348,6 @@ std::vector<at::Tensor> histogramdd_bin_edges(const at::Tensor& self, at::IntArr
 
 at::Tensor histogramdd_from_bin_cts(const at::Tensor& self, at::IntArrayRef bins, OptRange range,
                                     const OptTensor& weight, bool density) {
-  TPU_COUNT("aten::_histogramdd_from_bin_cts");
   const Points p = check_inputs(/*dd=*/true, self, weight, nullptr);
   Kernel k("aten::_histogramdd_from_bin_cts", self);
   Inputs in = read_points(k, p, self, weight);
@@ -370,9 +359,7 @@ at::Tensor histogramdd_from_bin_cts(const at::Tensor& self, at::IntArrayRef bins
 
 at::Tensor histogramdd_from_bin_tensors(const at::Tensor& self, at::TensorList bins, const OptTensor& weight,
                                         bool density) {
-  TPU_COUNT("aten::_histogramdd_from_bin_tensors");
   const Points p = check_inputs(/*dd=*/true, self, weight, &bins);
-  for (const at::Tensor& e : bins) check_same_device("aten::_histogramdd_from_bin_tensors", self.device(), {&e});
   Kernel k("aten::_histogramdd_from_bin_tensors", self);
   Inputs in = read_points(k, p, self, weight);
   std::vector<Value> edges;
@@ -384,7 +371,7 @@ at::Tensor histogramdd_from_bin_tensors(const at::Tensor& self, at::TensorList b
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TPU_KERNELS(m) {
   m.impl("_histogramdd_bin_edges", TORCH_FN(histogramdd_bin_edges));
   m.impl("_histogramdd_from_bin_cts", TORCH_FN(histogramdd_from_bin_cts));
   m.impl("_histogramdd_from_bin_tensors", TORCH_FN(histogramdd_from_bin_tensors));

@@ -2,8 +2,8 @@
 // index_copy, index_fill, index_reduce and masked_scatter,
 // with their device-side index checks.
 #include <ATen/WrapDimUtils.h>
-#include <torch/library.h>
 
+#include "aten/registry.h"
 #include "aten/opmath.h"
 #include "ops/index.h"
 
@@ -39,12 +39,12 @@ std::vector<at::Tensor> expand_indices(const at::Tensor& self, const c10::List<s
   return out;
 }
 
+// An advanced index: the indexed dims of self and their gather layout.
 struct IndexPlan {
-  std::vector<int64_t> indexed;   // dims of self with an index, ascending
-  std::vector<int64_t> window;    // dims of self taken whole, ascending
-  std::vector<int64_t> offset_dims;  // where window dims sit in the result
+  std::vector<int64_t> indexed;  // dims of self with an index, ascending
+  std::vector<int64_t> offset_dims;
   ir::Dims result;
-  Value stacked;  // [B..., k] int64
+  Value stacked;
 };
 
 // How an op refuses an index outside its range (checked on the device).
@@ -73,51 +73,17 @@ IndexPlan plan_index(Kernel& k, const at::Tensor& self, const std::vector<at::Te
       Value size = b.constant(DType::kS64, static_cast<double>(self.size(d)), b.dims(v));
       v = b.select(b.compare(v, b.zeros_like(v), Cmp::kLT), b.add(v, size), v);
       vals.push_back(v);
-    } else {
-      p.window.push_back(static_cast<int64_t>(d));
     }
   }
-  ir::Dims bshape;
-  for (Value v : vals) {
-    const ir::Dims& d = b.dims(v);
-    size_t n = std::max(bshape.size(), d.size());
-    ir::Dims out(n);
-    for (size_t i = 0; i < n; ++i) {
-      int64_t x = i < n - bshape.size() ? 1 : bshape[i - (n - bshape.size())];
-      int64_t y = i < n - d.size() ? 1 : d[i - (n - d.size())];
-      TORCH_CHECK_INDEX(x == y || x == 1 || y == 1, "shape mismatch: indexing tensors could not be broadcast together");
-      out[i] = x == 1 ? y : x;
-    }
-    bshape = out;
+  ops::IndexLayout l;
+  try {
+    l = ops::index_layout(b, to_dims(self.sizes()), p.indexed, vals);
+  } catch (const ops::LoweringError& e) {
+    TORCH_CHECK_INDEX(false, e.what());
   }
-  ir::Dims vec = bshape;
-  vec.push_back(1);
-  std::vector<Value> cols;
-  for (Value v : vals) cols.push_back(b.reshape(b.broadcast_to(v, bshape), vec));
-  p.stacked = b.concatenate(cols, static_cast<int64_t>(bshape.size()));
-  bool adjacent = p.indexed.back() - p.indexed.front() + 1 == static_cast<int64_t>(p.indexed.size());
-  const int64_t nb = static_cast<int64_t>(bshape.size());
-  if (adjacent) {
-    int64_t pos = 0;
-    for (int64_t d : p.window)
-      if (d < p.indexed.front()) {
-        p.offset_dims.push_back(pos++);
-        p.result.push_back(self.size(d));
-      }
-    for (int64_t s : bshape) p.result.push_back(s);
-    pos += nb;
-    for (int64_t d : p.window)
-      if (d > p.indexed.back()) {
-        p.offset_dims.push_back(pos++);
-        p.result.push_back(self.size(d));
-      }
-  } else {
-    p.result = bshape;
-    for (size_t i = 0; i < p.window.size(); ++i) {
-      p.offset_dims.push_back(nb + static_cast<int64_t>(i));
-      p.result.push_back(self.size(p.window[i]));
-    }
-  }
+  p.offset_dims = std::move(l.offset_dims);
+  p.result = std::move(l.result);
+  p.stacked = l.stacked;
   return p;
 }
 
@@ -135,13 +101,11 @@ at::Tensor index_impl(const char* op, const at::Tensor& self, const c10::List<st
   return out;
 }
 at::Tensor index_tensor(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices) {
-  TPU_COUNT("aten::index.Tensor");
   return index_impl("aten::index", self, indices, IndexRule::kWrap);
 }
 
 at::Tensor& index_put_impl(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
                            const at::Tensor& values, bool accumulate, bool unsafe) {
-  TPU_COUNT("aten::_index_put_impl_");
   std::vector<at::Tensor> idx = expand_indices(self, indices);
   check_same_device("aten::index_put_", self.device(), {&values});
   Kernel k("aten::index_put_", self);
@@ -188,14 +152,8 @@ at::Tensor index_select_impl(const at::Tensor& self, int64_t dim, const at::Tens
   k.run();
   return result;
 }
-at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
-  TPU_COUNT("aten::index_select");
-  return index_select_impl(self, dim, index, nullptr);
-}
 at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, at::Tensor& out) {
-  TPU_COUNT("aten::index_select.out");
-  index_select_impl(self, dim, index, &out);
-  return out;
+  return handed(out, index_select_impl(self, dim, index, given(out)));
 }
 
 // PyTorch's checks of index_add / index_reduce / index_copy: `source` has
@@ -262,7 +220,6 @@ at::Tensor index_source_op(const char* op, const at::Tensor& self, int64_t dim, 
 // out = self with alpha * source rows added at `index` along `dim`.
 at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
                           const at::Scalar& alpha, at::Tensor& out) {
-  TPU_COUNT("aten::index_add.out");
   index_source_op("index_add_", self, dim, index, source, IndexRule::kAdd, false, &out,
                   [&](Kernel& k, const IndexPlan& p, Value base, Value v) {
                     Builder& b = k.b();
@@ -283,7 +240,6 @@ at::Tensor& index_add_(at::Tensor& self, int64_t dim, const at::Tensor& index, c
 
 at::Tensor& index_copy_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
                            at::Tensor& out) {
-  TPU_COUNT("aten::index_copy.out");
   index_source_op("index_copy_", self, dim, index, source, IndexRule::kSelect, true, &out,
                   [&](Kernel& k, const IndexPlan& p, Value base, Value v) {
                     return k.b().scatter(base, p.stacked, v, p.indexed, p.offset_dims, ir::Body::kReplace);
@@ -300,7 +256,6 @@ at::Tensor& index_copy_(at::Tensor& self, int64_t dim, const at::Tensor& index, 
 
 at::Tensor& index_reduce_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
                              c10::string_view reduce, bool include_self, at::Tensor& out) {
-  TPU_COUNT("aten::index_reduce.out");
   ops::Reduce r;
   if (reduce == "prod") {
     r = ops::Reduce::kProd;
@@ -361,17 +316,14 @@ at::Tensor& index_fill_impl(at::Tensor& self, int64_t dim, const at::Tensor& ind
   return self;
 }
 at::Tensor& index_fill_scalar_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Scalar& value) {
-  TPU_COUNT("aten::index_fill_.int_Scalar");
   return index_fill_impl(self, dim, index, nullptr, &value);
 }
 at::Tensor& index_fill_tensor_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& value) {
-  TPU_COUNT("aten::index_fill_.int_Tensor");
   return index_fill_impl(self, dim, index, &value, nullptr);
 }
 
 // Writes source's leading elements, in order, where mask (broadcast to self) is true.
 at::Tensor& masked_scatter_(at::Tensor& self, const at::Tensor& mask, const at::Tensor& source) {
-  TPU_COUNT("aten::masked_scatter_");
   TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_scatter_ only supports boolean masks, but got mask with dtype ",
               mask.scalar_type());
   if (self.dim() == 0) {  // as a 1-element view, so the write reaches self
@@ -392,9 +344,9 @@ at::Tensor& masked_scatter_(at::Tensor& self, const at::Tensor& mask, const at::
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("index.Tensor", TORCH_FN(index_tensor));
-  m.impl("_index_put_impl_", TORCH_FN(index_put_impl));
+TPU_KERNELS(m) {
+  m.impl("index.Tensor", TORCH_FN(index_tensor), Devices::kAny);
+  m.impl("_index_put_impl_", TORCH_FN(index_put_impl), Devices::kAny);
   m.impl("index_add", TORCH_FN(index_add));
   m.impl("index_add.out", TORCH_FN(index_add_out));
   m.impl("index_add_", TORCH_FN(index_add_));
@@ -406,8 +358,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("index_reduce", TORCH_FN(index_reduce));
   m.impl("index_reduce.out", TORCH_FN(index_reduce_out));
   m.impl("index_reduce_", TORCH_FN(index_reduce_));
-  m.impl("index_select", TORCH_FN(index_select));
-  m.impl("index_select.out", TORCH_FN(index_select_out));
+  m.out("index_select.out", TORCH_FN(index_select_out), "index_select");
   m.impl("masked_scatter_", TORCH_FN(masked_scatter_));
 }
 

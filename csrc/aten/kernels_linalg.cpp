@@ -7,8 +7,8 @@
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/LinearAlgebraUtils.h>
 #include <ATen/native/Resize.h>
-#include <torch/library.h>
 
+#include "aten/registry.h"
 #include "aten/fallback.h"
 #include "aten/tensor_ir.h"
 #include "ops/linalg.h"
@@ -43,7 +43,6 @@ at::Tensor& solve_triangular_impl(const at::Tensor& A, const at::Tensor& B, bool
   at::native::checkInputsSolver(A, B, left, "linalg.solve_triangular");
   TORCH_CHECK(A.scalar_type() == B.scalar_type(), "linalg.solve_triangular: Expected A and B to have the same dtype, ",
               "but found A of type ", A.scalar_type(), " and B of type ", B.scalar_type(), " instead");
-  check_same_device(op, B.device(), {&A, out});
   check_dtype("linalg_solve_triangular", A);
   auto [B_, A_] = at::native::_linalg_broadcast_batch_dims(B, A, nullptr);
   Kernel k(op, B);
@@ -55,7 +54,6 @@ at::Tensor& solve_triangular_impl(const at::Tensor& A, const at::Tensor& B, bool
 
 at::Tensor linalg_solve_triangular(const at::Tensor& A, const at::Tensor& B, bool upper, bool left,
                                    bool unitriangular) {
-  TPU_COUNT("aten::linalg_solve_triangular");
   at::Tensor r;
   solve_triangular_impl(A, B, upper, left, unitriangular, nullptr, r);
   return r;
@@ -63,7 +61,6 @@ at::Tensor linalg_solve_triangular(const at::Tensor& A, const at::Tensor& B, boo
 
 at::Tensor& linalg_solve_triangular_out(const at::Tensor& A, const at::Tensor& B, bool upper, bool left,
                                         bool unitriangular, at::Tensor& out) {
-  TPU_COUNT("aten::linalg_solve_triangular.out");
   at::Tensor r;
   solve_triangular_impl(A, B, upper, left, unitriangular, &out, r);
   return out;
@@ -76,7 +73,6 @@ std::tuple<at::Tensor, at::Tensor> triangular_solve_impl(const at::Tensor& self,
                                                          at::Tensor* M) {
   const char* op = "aten::triangular_solve";
   at::triangular_solve(meta(self), meta(A), upper, transpose, unitriangular);
-  check_same_device(op, self.device(), {&A, X, M});
   check_dtype("triangular_solve_cpu", self);
   auto [self_, A_] = at::native::_linalg_broadcast_batch_dims(self, A, "triangular_solve");
   Kernel k(op, self);
@@ -90,14 +86,12 @@ std::tuple<at::Tensor, at::Tensor> triangular_solve_impl(const at::Tensor& self,
 
 std::tuple<at::Tensor, at::Tensor> triangular_solve(const at::Tensor& self, const at::Tensor& A, bool upper,
                                                     bool transpose, bool unitriangular) {
-  TPU_COUNT("aten::triangular_solve");
   return triangular_solve_impl(self, A, upper, transpose, unitriangular, nullptr, nullptr);
 }
 
 std::tuple<at::Tensor&, at::Tensor&> triangular_solve_out(const at::Tensor& self, const at::Tensor& A, bool upper,
                                                           bool transpose, bool unitriangular, at::Tensor& X,
                                                           at::Tensor& M) {
-  TPU_COUNT("aten::triangular_solve.X");
   triangular_solve_impl(self, A, upper, transpose, unitriangular, &X, &M);
   return {X, M};
 }
@@ -106,7 +100,6 @@ std::tuple<at::Tensor&, at::Tensor&> triangular_solve_out(const at::Tensor& self
 
 std::tuple<at::Tensor, at::Tensor> cholesky_impl(const char* op, const at::Tensor& A, bool upper, at::Tensor* L,
                                                  at::Tensor* info) {
-  check_same_device(op, A.device(), {L, info});
   check_dtype("linalg_cholesky_cpu", A);
   Kernel k(op, A);
   lin::CholeskyResult r = lin::cholesky(k.b(), k.in(A), upper);
@@ -117,7 +110,6 @@ std::tuple<at::Tensor, at::Tensor> cholesky_impl(const char* op, const at::Tenso
 }
 
 std::tuple<at::Tensor, at::Tensor> linalg_cholesky_ex(const at::Tensor& A, bool upper, bool check_errors) {
-  TPU_COUNT("aten::linalg_cholesky_ex");
   at::linalg_cholesky_ex(meta(A), upper, check_errors);
   if (!unrolled(A))
     return at::native::call_fallback_fn<&cpu_fallback, ATEN_OP(linalg_cholesky_ex)>::call(A, upper, check_errors);
@@ -128,7 +120,6 @@ std::tuple<at::Tensor, at::Tensor> linalg_cholesky_ex(const at::Tensor& A, bool 
 
 std::tuple<at::Tensor&, at::Tensor&> linalg_cholesky_ex_out(const at::Tensor& A, bool upper, bool check_errors,
                                                             at::Tensor& L, at::Tensor& info) {
-  TPU_COUNT("aten::linalg_cholesky_ex.L");
   at::linalg_cholesky_ex(meta(A), upper, check_errors);
   if (!unrolled(A))
     return at::native::call_fallback_fn<&cpu_fallback, ATEN_OP2(linalg_cholesky_ex, L)>::call(A, upper, check_errors,
@@ -140,7 +131,6 @@ std::tuple<at::Tensor&, at::Tensor&> linalg_cholesky_ex_out(const at::Tensor& A,
 
 // torch.cholesky (deprecated): as linalg.cholesky, errors named "cholesky".
 at::Tensor cholesky_kernel(const at::Tensor& self, bool upper) {
-  TPU_COUNT("aten::cholesky");
   if (self.numel() == 0) return at::empty_like(self);
   at::native::squareCheckInputs(self, "cholesky");
   if (!unrolled(self)) return at::native::call_fallback_fn<&cpu_fallback, ATEN_OP(cholesky)>::call(self, upper);
@@ -150,7 +140,6 @@ at::Tensor cholesky_kernel(const at::Tensor& self, bool upper) {
 }
 
 at::Tensor& cholesky_out(const at::Tensor& self, bool upper, at::Tensor& out) {
-  TPU_COUNT("aten::cholesky.out");
   at::Tensor r = cholesky_kernel(self, upper);
   at::native::resize_output(out, r.sizes());
   out.copy_(r);
@@ -160,8 +149,6 @@ at::Tensor& cholesky_out(const at::Tensor& self, bool upper, at::Tensor& out) {
 // A X = B with A = L L^T (or U^T U) from its factor; B and A already
 // broadcast by cholesky_solve.
 at::Tensor cholesky_solve_helper(const at::Tensor& self, const at::Tensor& A, bool upper) {
-  TPU_COUNT("aten::_cholesky_solve_helper");
-  check_same_device("aten::_cholesky_solve_helper", self.device(), {&A});
   check_dtype("cholesky_solve_cpu", self);
   Kernel k("aten::_cholesky_solve_helper", self);
   Builder& b = k.b();
@@ -194,7 +181,6 @@ at::Tensor& cholesky_inverse_impl(const at::Tensor& self, bool upper, at::Tensor
   const char* op = "aten::cholesky_inverse";
   at::native::squareCheckInputs(self, "cholesky_inverse");
   at::native::checkFloatingOrComplex(self, "cholesky_inverse");
-  check_same_device(op, self.device(), {out});
   if (out) at::native::checkSameDevice("cholesky_inverse", *out, self);
   if (out) at::native::checkLinalgCompatibleDtype("cholesky_inverse", *out, self);
   check_dtype("cholesky_inverse_out_cpu", self);
@@ -216,14 +202,12 @@ at::Tensor& cholesky_inverse_impl(const at::Tensor& self, bool upper, at::Tensor
 }
 
 at::Tensor cholesky_inverse(const at::Tensor& self, bool upper) {
-  TPU_COUNT("aten::cholesky_inverse");
   at::Tensor r;
   cholesky_inverse_impl(self, upper, nullptr, r);
   return r;
 }
 
 at::Tensor& cholesky_inverse_out(const at::Tensor& self, bool upper, at::Tensor& out) {
-  TPU_COUNT("aten::cholesky_inverse.out");
   at::Tensor r;
   cholesky_inverse_impl(self, upper, &out, r);
   return out;
@@ -266,7 +250,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lu_factor_impl(const at::Tensor& 
                                                               at::Tensor* LU, at::Tensor* piv, at::Tensor* info) {
   const char* op = "aten::linalg_lu_factor_ex";
   at::linalg_lu_factor_ex(meta(A), pivot, check_errors);
-  check_same_device(op, A.device(), {LU, piv, info});
   check_dtype("lu_cpu", A);
   TORCH_CHECK(pivot || A.numel() == 0, "linalg.lu_factor: LU without pivoting is not implemented on the CPU");
   Kernel k(op, A);
@@ -281,7 +264,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lu_factor_impl(const at::Tensor& 
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> linalg_lu_factor_ex(const at::Tensor& A, bool pivot,
                                                                    bool check_errors) {
-  TPU_COUNT("aten::linalg_lu_factor_ex");
   if (A.dim() >= 2 && !unrolled(A))
     return at::native::call_fallback_fn<&cpu_fallback, ATEN_OP(linalg_lu_factor_ex)>::call(A, pivot, check_errors);
   return lu_factor_impl(A, pivot, check_errors, nullptr, nullptr, nullptr);
@@ -290,7 +272,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linalg_lu_factor_ex(const at::Ten
 std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> linalg_lu_factor_ex_out(const at::Tensor& A, bool pivot,
                                                                           bool check_errors, at::Tensor& LU,
                                                                           at::Tensor& pivots, at::Tensor& info) {
-  TPU_COUNT("aten::linalg_lu_factor_ex.out");
   if (A.dim() >= 2 && !unrolled(A))
     return at::native::call_fallback_fn<&cpu_fallback, ATEN_OP2(linalg_lu_factor_ex, out)>::call(
         A, pivot, check_errors, LU, pivots, info);
@@ -319,7 +300,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lu_unpack_impl(const at::Tensor& 
                                                               at::Tensor* L, at::Tensor* U) {
   const char* op = "aten::lu_unpack";
   auto [mp, ml, mu] = at::lu_unpack(meta(LU), meta(pivots), unpack_lu, unpack_piv);
-  check_same_device(op, LU.device(), {&pivots, P, L, U});
   const int64_t m = LU.size(-2), kk = std::min(m, LU.size(-1));
   if (unpack_piv) {
     std::vector<int64_t> want = batch_sizes(LU, 2);
@@ -352,7 +332,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lu_unpack_impl(const at::Tensor& 
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> lu_unpack(const at::Tensor& LU, const at::Tensor& pivots,
                                                          bool unpack_lu, bool unpack_piv) {
-  TPU_COUNT("aten::lu_unpack");
   if (LU.dim() >= 2 && !unrolled(LU))
     return at::native::call_fallback_fn<&cpu_fallback, ATEN_OP(lu_unpack)>::call(LU, pivots, unpack_lu, unpack_piv);
   return lu_unpack_impl(LU, pivots, unpack_lu, unpack_piv, nullptr, nullptr, nullptr);
@@ -361,7 +340,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lu_unpack(const at::Tensor& LU, c
 std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> lu_unpack_out(const at::Tensor& LU, const at::Tensor& pivots,
                                                                 bool unpack_lu, bool unpack_piv, at::Tensor& P,
                                                                 at::Tensor& L, at::Tensor& U) {
-  TPU_COUNT("aten::lu_unpack.out");
   if (LU.dim() >= 2 && !unrolled(LU))
     return at::native::call_fallback_fn<&cpu_fallback, ATEN_OP2(lu_unpack, out)>::call(LU, pivots, unpack_lu,
                                                                                       unpack_piv, P, L, U);
@@ -373,7 +351,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linalg_lu_impl(const at::Tensor& 
                                                               at::Tensor* L, at::Tensor* U) {
   const char* op = "aten::linalg_lu";
   auto [mp, ml, mu] = at::linalg_lu(meta(A), pivot);
-  check_same_device(op, A.device(), {P, L, U});
   check_dtype("lu_cpu", A);
   TORCH_CHECK(pivot || A.numel() == 0, "linalg.lu_factor: LU without pivoting is not implemented on the CPU");
   Kernel k(op, A);
@@ -388,7 +365,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linalg_lu_impl(const at::Tensor& 
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> linalg_lu(const at::Tensor& A, bool pivot) {
-  TPU_COUNT("aten::linalg_lu");
   if (A.dim() >= 2 && !unrolled(A))
     return at::native::call_fallback_fn<&cpu_fallback, ATEN_OP(linalg_lu)>::call(A, pivot);
   return linalg_lu_impl(A, pivot, nullptr, nullptr, nullptr);
@@ -396,7 +372,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linalg_lu(const at::Tensor& A, bo
 
 std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> linalg_lu_out(const at::Tensor& A, bool pivot, at::Tensor& P,
                                                                 at::Tensor& L, at::Tensor& U) {
-  TPU_COUNT("aten::linalg_lu.out");
   if (A.dim() >= 2 && !unrolled(A))
     return at::native::call_fallback_fn<&cpu_fallback, ATEN_OP2(linalg_lu, out)>::call(A, pivot, P, L, U);
   linalg_lu_impl(A, pivot, &P, &L, &U);
@@ -421,7 +396,6 @@ at::Tensor& lu_solve_impl(const at::Tensor& LU, const at::Tensor& pivots, const 
                           bool adjoint, at::Tensor* out, at::Tensor& storage) {
   const char* op = "aten::linalg_lu_solve";
   at::linalg_lu_solve(meta(LU), meta(pivots), meta(B), left, adjoint);
-  check_same_device(op, LU.device(), {&pivots, &B, out});
   check_dtype("linalg_lu_solve_cpu", LU);
   auto [B_, LU_] = at::native::_linalg_broadcast_batch_dims(B, LU, nullptr);
   std::vector<int64_t> pshape = batch_sizes(LU_, 1);
@@ -466,7 +440,6 @@ at::Tensor& lu_solve_impl(const at::Tensor& LU, const at::Tensor& pivots, const 
 
 at::Tensor linalg_lu_solve(const at::Tensor& LU, const at::Tensor& pivots, const at::Tensor& B, bool left,
                            bool adjoint) {
-  TPU_COUNT("aten::linalg_lu_solve");
   if (LU.dim() >= 2 && !unrolled(LU))
     return at::native::call_fallback_fn<&cpu_fallback, ATEN_OP(linalg_lu_solve)>::call(LU, pivots, B, left, adjoint);
   at::Tensor r;
@@ -476,7 +449,6 @@ at::Tensor linalg_lu_solve(const at::Tensor& LU, const at::Tensor& pivots, const
 
 at::Tensor& linalg_lu_solve_out(const at::Tensor& LU, const at::Tensor& pivots, const at::Tensor& B, bool left,
                                 bool adjoint, at::Tensor& out) {
-  TPU_COUNT("aten::linalg_lu_solve.out");
   if (LU.dim() >= 2 && !unrolled(LU))
     return at::native::call_fallback_fn<&cpu_fallback, ATEN_OP2(linalg_lu_solve, out)>::call(LU, pivots, B, left,
                                                                                             adjoint, out);
@@ -487,7 +459,7 @@ at::Tensor& linalg_lu_solve_out(const at::Tensor& LU, const at::Tensor& pivots, 
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TPU_KERNELS(m) {
   m.impl("_cholesky_solve_helper", TORCH_FN(cholesky_solve_helper));
   m.impl("cholesky", TORCH_FN(cholesky_kernel));
   m.impl("cholesky.out", TORCH_FN(cholesky_out));

@@ -5,8 +5,8 @@
 // the backward formulas read, match the CPU's.
 #include <ATen/native/LinearAlgebraUtils.h>
 #include <ATen/native/Resize.h>
-#include <torch/library.h>
 
+#include "aten/registry.h"
 #include "aten/tensor_ir.h"
 #include "ops/linalg.h"
 
@@ -42,7 +42,6 @@ void solve_ex_into(const at::Tensor& A, const at::Tensor& B, bool left, bool che
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> linalg_solve_ex(const at::Tensor& A, const at::Tensor& B,
                                                                            bool left, bool check_errors) {
-  TPU_COUNT("aten::_linalg_solve_ex");
   at::Tensor result = at::empty({0}, B.options()), LU = at::empty({0}, A.options());
   at::Tensor pivots = at::empty({0}, A.options().dtype(at::kInt)), info = at::empty({0}, A.options().dtype(at::kInt));
   solve_ex_into(A, B, left, check_errors, result, LU, pivots, info);
@@ -52,7 +51,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> linalg_solve_ex(const
 std::tuple<at::Tensor&, at::Tensor&, at::Tensor&, at::Tensor&> linalg_solve_ex_out(
     const at::Tensor& A, const at::Tensor& B, bool left, bool check_errors, at::Tensor& result, at::Tensor& LU,
     at::Tensor& pivots, at::Tensor& info) {
-  TPU_COUNT("aten::_linalg_solve_ex.result");
   solve_ex_into(A, B, left, check_errors, result, LU, pivots, info);
   return {result, LU, pivots, info};
 }
@@ -66,7 +64,6 @@ void inv_ex_into(const at::Tensor& A, bool check_errors, at::Tensor& result, at:
 }
 
 std::tuple<at::Tensor, at::Tensor> linalg_inv_ex(const at::Tensor& A, bool check_errors) {
-  TPU_COUNT("aten::linalg_inv_ex");
   at::Tensor result = at::empty({0}, A.options()), info = at::empty({0}, A.options().dtype(at::kInt));
   inv_ex_into(A, check_errors, result, info);
   return {result, info};
@@ -74,7 +71,6 @@ std::tuple<at::Tensor, at::Tensor> linalg_inv_ex(const at::Tensor& A, bool check
 
 std::tuple<at::Tensor&, at::Tensor&> linalg_inv_ex_out(const at::Tensor& A, bool check_errors, at::Tensor& result,
                                                        at::Tensor& info) {
-  TPU_COUNT("aten::linalg_inv_ex.inverse");
   inv_ex_into(A, check_errors, result, info);
   return {result, info};
 }
@@ -97,7 +93,6 @@ void det_into(const at::Tensor& A, at::Tensor& result, at::Tensor& LU, at::Tenso
     at::mul_out(result, lu_det_P(pivots), at::prod(LU.diagonal(0, -2, -1), /*dim=*/-1));
     return;
   }
-  check_same_device("aten::_linalg_det", A.device(), {&result, &LU, &pivots});
   Kernel k("aten::_linalg_det", A);
   Builder& b = k.b();
   ops::LuResult r = ops::lu_factor(b, k.in(A_));
@@ -111,7 +106,6 @@ void det_into(const at::Tensor& A, at::Tensor& result, at::Tensor& LU, at::Tenso
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> linalg_det(const at::Tensor& A) {
-  TPU_COUNT("aten::_linalg_det");
   at::Tensor result = at::empty({0}, A.options()), LU = at::empty({0}, A.options());
   at::Tensor pivots = at::empty({0}, A.options().dtype(at::kInt));
   det_into(A, result, LU, pivots);
@@ -120,7 +114,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linalg_det(const at::Tensor& A) {
 
 std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> linalg_det_out(const at::Tensor& A, at::Tensor& result,
                                                                  at::Tensor& LU, at::Tensor& pivots) {
-  TPU_COUNT("aten::_linalg_det.result");
   det_into(A, result, LU, pivots);
   return {result, LU, pivots};
 }
@@ -138,7 +131,6 @@ void slogdet_into(const at::Tensor& A, at::Tensor& sign, at::Tensor& logabsdet, 
     at::sum_out(logabsdet, diag_U.abs().log_(), -1);
     return;
   }
-  check_same_device("aten::_linalg_slogdet", A.device(), {&sign, &logabsdet, &LU, &pivots});
   Kernel k("aten::_linalg_slogdet", A);
   Builder& b = k.b();
   ops::LuResult r = ops::lu_factor(b, k.in(A_));
@@ -151,14 +143,13 @@ void slogdet_into(const at::Tensor& A, at::Tensor& sign, at::Tensor& logabsdet, 
                                 b.zeros_like(diag)));
   Value s_prod = b.reduce(sgn, {last}, ir::Body::kMul, 1);
   k.into_resized(sign, b.mul(s_prod, ops::pivots_sign(b, r.pivots, t)));
-  k.into_resized(logabsdet, b.reduce_sum(b.log(b.unary("stablehlo.abs", diag)), {last}));
+  k.into_resized(logabsdet, b.reduce_sum(b.log(b.abs(diag)), {last}));
   k.into_resized(LU, r.lu);
   k.into_resized(pivots, r.pivots);
   k.run();
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> linalg_slogdet(const at::Tensor& A) {
-  TPU_COUNT("aten::_linalg_slogdet");
   at::Tensor sign = at::empty({0}, A.options()), logabsdet = at::empty({0}, A.options());
   at::Tensor LU = at::empty({0}, A.options()), pivots = at::empty({0}, A.options().dtype(at::kInt));
   slogdet_into(A, sign, logabsdet, LU, pivots);
@@ -170,14 +161,13 @@ std::tuple<at::Tensor&, at::Tensor&, at::Tensor&, at::Tensor&> linalg_slogdet_ou
                                                                                   at::Tensor& logabsdet,
                                                                                   at::Tensor& LU,
                                                                                   at::Tensor& pivots) {
-  TPU_COUNT("aten::_linalg_slogdet.sign");
   slogdet_into(A, sign, logabsdet, LU, pivots);
   return {sign, logabsdet, LU, pivots};
 }
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TPU_KERNELS(m) {
   m.impl("_linalg_det", TORCH_FN(linalg_det));
   m.impl("_linalg_det.result", TORCH_FN(linalg_det_out));
   m.impl("_linalg_slogdet", TORCH_FN(linalg_slogdet));

@@ -4,8 +4,8 @@
 // each operation where the CPU kernel computes in that dtype), and mean / sum
 // reduce it in float32.
 #include <ATen/core/Reduction.h>
-#include <torch/library.h>
 
+#include "aten/registry.h"
 #include "aten/opmath.h"
 #include "ops/loss.h"
 
@@ -49,7 +49,11 @@ Value reduce(Kernel& k, Value l, int64_t reduction, at::ScalarType st) {
 }
 
 at::Tensor& finish_out(Kernel& k, Value v, at::ScalarType st, at::Tensor& out) {
-  check_same_device(k.op(), k.device(), {&out});
+  if (!out.defined()) {  // the functional form registry.h derives
+    out = k.out(v, st);
+    k.run();
+    return out;
+  }
   TORCH_CHECK(at::canCast(st, out.scalar_type()), k.op(), ": result type ", st,
               " can't be cast to the desired output type ", out.scalar_type());
   k.into_resized(out, v);
@@ -57,19 +61,14 @@ at::Tensor& finish_out(Kernel& k, Value v, at::ScalarType st, at::Tensor& out) {
   return out;
 }
 
-at::Tensor fresh(at::ScalarType st, const at::Tensor& like) {
-  return empty_device({0}, st, like.device().index());
-}
 
 int64_t numel_of(const at::Tensor& t) { return t.numel(); }
 
 // ---- mse ------------------------------------------------------------------------------------
 
 at::Tensor& mse_loss_out(const at::Tensor& self, const at::Tensor& target, int64_t reduction, at::Tensor& out) {
-  TPU_COUNT("aten::mse_loss.out");
   const char* op = "aten::mse_loss.out";
   check_reduction(op, reduction);
-  check_same_device(op, self.device(), {&target});
   const at::ScalarType st = loss_type("mse_cpu", self, target), ct = opmath(st);
   Kernel k(op, self);
   Builder& b = k.b();
@@ -79,9 +78,7 @@ at::Tensor& mse_loss_out(const at::Tensor& self, const at::Tensor& target, int64
 
 at::Tensor& mse_loss_backward_out(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
                                   int64_t reduction, at::Tensor& grad_input) {
-  TPU_COUNT("aten::mse_loss_backward.grad_input");
   const char* op = "aten::mse_loss_backward.grad_input";
-  check_same_device(op, self.device(), {&target, &grad});
   const at::ScalarType st = loss_type("mse_backward_cpu_out", self, target), ct = opmath(st);
   Kernel k(op, self);
   Builder& b = k.b();
@@ -91,12 +88,6 @@ at::Tensor& mse_loss_backward_out(const at::Tensor& grad, const at::Tensor& self
   Value r = ops::mse_backward(b, k.in(self, ct), k.in(target, ct), k.in(grad, ct), nv, rounding(b, st));
   return finish_out(k, r, st, grad_input);
 }
-at::Tensor mse_loss_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
-                             int64_t reduction) {
-  TPU_COUNT("aten::mse_loss_backward");
-  at::Tensor out = fresh(self.scalar_type(), self);
-  return mse_loss_backward_out(grad, self, target, reduction, out);
-}
 
 // ---- huber ----------------------------------------------------------------------------------
 
@@ -105,7 +96,6 @@ at::Tensor huber_impl(const at::Tensor& self, const at::Tensor& target, int64_t 
   const char* op = out ? "aten::huber_loss.out" : "aten::huber_loss";
   TORCH_CHECK(delta > 0, "huber_loss does not support non-positive values for delta.");
   check_reduction(op, reduction);
-  check_same_device(op, self.device(), {&target});
   const at::ScalarType st = loss_type("huber_cpu", self, target), ct = opmath(st);
   Kernel k(op, self);
   Builder& b = k.b();
@@ -119,22 +109,15 @@ at::Tensor huber_impl(const at::Tensor& self, const at::Tensor& target, int64_t 
   k.run();
   return result;
 }
-at::Tensor huber_loss(const at::Tensor& self, const at::Tensor& target, int64_t reduction, double delta) {
-  TPU_COUNT("aten::huber_loss");
-  return huber_impl(self, target, reduction, delta, nullptr);
-}
 at::Tensor& huber_loss_out(const at::Tensor& self, const at::Tensor& target, int64_t reduction, double delta,
                            at::Tensor& out) {
-  TPU_COUNT("aten::huber_loss.out");
   huber_impl(self, target, reduction, delta, &out);
   return out;
 }
 
 at::Tensor& huber_loss_backward_out(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
                                     int64_t reduction, double delta, at::Tensor& grad_input) {
-  TPU_COUNT("aten::huber_loss_backward.out");
   const char* op = "aten::huber_loss_backward.out";
-  check_same_device(op, self.device(), {&target, &grad});
   const at::ScalarType st = loss_type("huber_backward_cpu_out", self, target), ct = opmath(st);
   Kernel k(op, self);
   Builder& b = k.b();
@@ -149,11 +132,9 @@ at::Tensor& huber_loss_backward_out(const at::Tensor& grad, const at::Tensor& se
 
 at::Tensor& smooth_l1_loss_out(const at::Tensor& self, const at::Tensor& target, int64_t reduction, double beta,
                                at::Tensor& out) {
-  TPU_COUNT("aten::smooth_l1_loss.out");
   const char* op = "aten::smooth_l1_loss.out";
   TORCH_CHECK(beta >= 0, "smooth_l1_loss does not support negative values for beta.");
   check_reduction(op, reduction);
-  check_same_device(op, self.device(), {&target});
   const at::ScalarType st = loss_type("smooth_l1_cpu", self, target), ct = opmath(st);
   Kernel k(op, self);
   Builder& b = k.b();
@@ -164,9 +145,7 @@ at::Tensor& smooth_l1_loss_out(const at::Tensor& self, const at::Tensor& target,
 // beta <= 0 is l1_loss's derivative: sign(x - t) * (g / numel or g), in the loss dtype.
 at::Tensor& smooth_l1_loss_backward_out(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
                                         int64_t reduction, double beta, at::Tensor& grad_input) {
-  TPU_COUNT("aten::smooth_l1_loss_backward.grad_input");
   const char* op = "aten::smooth_l1_loss_backward.grad_input";
-  check_same_device(op, self.device(), {&target, &grad});
   const at::ScalarType st = loss_type("smooth_l1_backward_cpu_out", self, target), ct = opmath(st);
   Kernel k(op, self);
   Builder& b = k.b();
@@ -194,7 +173,7 @@ void check_probabilities(Kernel& k, Value x, const char* what) {
   Builder& b = k.b();
   Value ok = b.logical_and(b.compare(x, b.constant(b.dtype(x), 0), Cmp::kGE),
                            b.compare(x, b.constant(b.dtype(x), 1), Cmp::kLE));
-  k.check(b.unary("stablehlo.not", ok), Kernel::CheckKind::kRuntime, what);
+  k.check(b.logical_not(ok), Kernel::CheckKind::kRuntime, what);
 }
 
 at::Tensor bce_impl(const at::Tensor& self, const at::Tensor& target, const std::optional<at::Tensor>& weight,
@@ -202,7 +181,6 @@ at::Tensor bce_impl(const at::Tensor& self, const at::Tensor& target, const std:
   const char* op = out ? "aten::binary_cross_entropy.out" : "aten::binary_cross_entropy";
   check_reduction(op, reduction);
   const bool has_w = weight && weight->defined();
-  check_same_device(op, self.device(), {&target, has_w ? &*weight : nullptr});
   TORCH_CHECK(self.sizes() == target.sizes(), op, ": target of shape ", target.sizes(),
               " does not match input of shape ", self.sizes());
   const at::ScalarType st = self.scalar_type(), ct = opmath(st);
@@ -221,14 +199,8 @@ at::Tensor bce_impl(const at::Tensor& self, const at::Tensor& target, const std:
   k.run();
   return result;
 }
-at::Tensor binary_cross_entropy(const at::Tensor& self, const at::Tensor& target,
-                                const std::optional<at::Tensor>& weight, int64_t reduction) {
-  TPU_COUNT("aten::binary_cross_entropy");
-  return bce_impl(self, target, weight, reduction, nullptr);
-}
 at::Tensor& binary_cross_entropy_out(const at::Tensor& self, const at::Tensor& target,
                                      const std::optional<at::Tensor>& weight, int64_t reduction, at::Tensor& out) {
-  TPU_COUNT("aten::binary_cross_entropy.out");
   bce_impl(self, target, weight, reduction, &out);
   return out;
 }
@@ -237,10 +209,8 @@ at::Tensor& binary_cross_entropy_out(const at::Tensor& self, const at::Tensor& t
 // numel for a mean (each step rounded to a 16-bit dtype).
 at::Tensor& bce_backward_out(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
                              const std::optional<at::Tensor>& weight, int64_t reduction, at::Tensor& grad_input) {
-  TPU_COUNT("aten::binary_cross_entropy_backward.grad_input");
   const char* op = "aten::binary_cross_entropy_backward.grad_input";
   const bool has_w = weight && weight->defined();
-  check_same_device(op, self.device(), {&target, &grad, has_w ? &*weight : nullptr});
   const at::ScalarType st = self.scalar_type(), ct = opmath(st);
   TORCH_CHECK(at::isFloatingType(st), "\"binary_cross_entropy_backward\" not implemented for '", c10::toString(st),
               "'");
@@ -255,26 +225,16 @@ at::Tensor& bce_backward_out(const at::Tensor& grad, const at::Tensor& self, con
   if (reduction == at::Reduction::Mean) r = b.div(round(r), k.scalar(at::Scalar(numel_of(self)), ct));
   return finish_out(k, r, st, grad_input);
 }
-at::Tensor bce_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
-                        const std::optional<at::Tensor>& weight, int64_t reduction) {
-  TPU_COUNT("aten::binary_cross_entropy_backward");
-  at::Tensor out = fresh(self.scalar_type(), self);
-  return bce_backward_out(grad, self, target, weight, reduction, out);
-}
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("binary_cross_entropy", TORCH_FN(binary_cross_entropy));
-  m.impl("binary_cross_entropy.out", TORCH_FN(binary_cross_entropy_out));
-  m.impl("binary_cross_entropy_backward", TORCH_FN(bce_backward));
-  m.impl("binary_cross_entropy_backward.grad_input", TORCH_FN(bce_backward_out));
-  m.impl("huber_loss", TORCH_FN(huber_loss));
-  m.impl("huber_loss.out", TORCH_FN(huber_loss_out));
+TPU_KERNELS(m) {
+  m.out("binary_cross_entropy.out", TORCH_FN(binary_cross_entropy_out), "binary_cross_entropy");
+  m.out("binary_cross_entropy_backward.grad_input", TORCH_FN(bce_backward_out), "binary_cross_entropy_backward");
+  m.out("huber_loss.out", TORCH_FN(huber_loss_out), "huber_loss");
   m.impl("huber_loss_backward.out", TORCH_FN(huber_loss_backward_out));
   m.impl("mse_loss.out", TORCH_FN(mse_loss_out));
-  m.impl("mse_loss_backward", TORCH_FN(mse_loss_backward));
-  m.impl("mse_loss_backward.grad_input", TORCH_FN(mse_loss_backward_out));
+  m.out("mse_loss_backward.grad_input", TORCH_FN(mse_loss_backward_out), "mse_loss_backward");
   m.impl("smooth_l1_loss.out", TORCH_FN(smooth_l1_loss_out));
   m.impl("smooth_l1_loss_backward.grad_input", TORCH_FN(smooth_l1_loss_backward_out));
 }

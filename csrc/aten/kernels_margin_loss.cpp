@@ -5,8 +5,8 @@
 // per frame for reduction='none', else summed (and averaged) over frames.
 // 16-bit floats compute in float32.
 #include <ATen/core/Reduction.h>
-#include <torch/library.h>
 
+#include "aten/registry.h"
 #include "aten/opmath.h"
 #include "ops/loss.h"
 
@@ -31,7 +31,6 @@ at::ScalarType float_type(const char* name, const at::Tensor& t) {
 }
 
 at::Tensor& write(Kernel& k, Value v, at::ScalarType st, at::Tensor* out) {
-  check_same_device(k.op(), k.device(), {out});
   TORCH_CHECK(at::canCast(st, out->scalar_type()), k.op(), ": result type ", st,
               " can't be cast to the desired output type ", out->scalar_type());
   k.into_resized(*out, v);
@@ -64,7 +63,6 @@ MultiMargin check_multi_margin(const char* op, const at::Tensor& input, const at
               " but got ", has_w ? weight->sizes() : at::IntArrayRef{});
   TORCH_CHECK(p.toLong() == 1 || p.toLong() == 2, "only p == 1 and p == 2 supported");
   TORCH_CHECK(target.scalar_type() == at::kLong, op, ": expected an int64 target, got ", target.scalar_type());
-  check_same_device(op, input.device(), {&target, has_w ? &*weight : nullptr});
   return {nframe, dim, has_w};
 }
 
@@ -89,13 +87,11 @@ at::Tensor multi_margin_impl(const at::Tensor& input, const at::Tensor& target, 
 }
 at::Tensor multi_margin_loss(const at::Tensor& input, const at::Tensor& target, const at::Scalar& p,
                              const at::Scalar& margin, const std::optional<at::Tensor>& weight, int64_t reduction) {
-  TPU_COUNT("aten::multi_margin_loss");
   return multi_margin_impl(input, target, p, margin, weight, reduction, nullptr);
 }
 at::Tensor& multi_margin_loss_out(const at::Tensor& input, const at::Tensor& target, const at::Scalar& p,
                                   const at::Scalar& margin, const std::optional<at::Tensor>& weight, int64_t reduction,
                                   at::Tensor& out) {
-  TPU_COUNT("aten::multi_margin_loss.out");
   multi_margin_impl(input, target, p, margin, weight, reduction, &out);
   return out;
 }
@@ -106,7 +102,6 @@ at::Tensor multi_margin_backward_impl(const at::Tensor& grad, const at::Tensor& 
   const char* op = out ? "aten::multi_margin_loss_backward.grad_input" : "aten::multi_margin_loss_backward";
   const MultiMargin m = check_multi_margin(op, input, target, p, weight);
   const at::ScalarType st = float_type("multi_margin_loss_backward_cpu_kernel", input), ct = opmath(st);
-  check_same_device(op, input.device(), {&grad});
   Kernel k(op, input);
   Builder& b = k.b();
   const ir::Dims nd{m.nframe, m.dim};
@@ -131,14 +126,12 @@ at::Tensor multi_margin_backward_impl(const at::Tensor& grad, const at::Tensor& 
 at::Tensor multi_margin_loss_backward(const at::Tensor& grad, const at::Tensor& input, const at::Tensor& target,
                                       const at::Scalar& p, const at::Scalar& margin,
                                       const std::optional<at::Tensor>& weight, int64_t reduction) {
-  TPU_COUNT("aten::multi_margin_loss_backward");
   return multi_margin_backward_impl(grad, input, target, p, margin, weight, reduction, nullptr);
 }
 at::Tensor& multi_margin_loss_backward_out(const at::Tensor& grad, const at::Tensor& input, const at::Tensor& target,
                                            const at::Scalar& p, const at::Scalar& margin,
                                            const std::optional<at::Tensor>& weight, int64_t reduction,
                                            at::Tensor& out) {
-  TPU_COUNT("aten::multi_margin_loss_backward.grad_input");
   multi_margin_backward_impl(grad, input, target, p, margin, weight, reduction, &out);
   return out;
 }
@@ -151,7 +144,6 @@ std::pair<int64_t, int64_t> check_multilabel(const char* op, const at::Tensor& i
                                    : target.dim() == 2 && target.size(0) == nframe && target.size(1) == dim;
   TORCH_CHECK(ok, "inconsistent target size: ", target.sizes(), " for input of size: ", input.sizes());
   TORCH_CHECK(target.scalar_type() == at::kLong, op, ": expected an int64 target, got ", target.scalar_type());
-  check_same_device(op, input.device(), {&target});
   return {nframe, dim};
 }
 
@@ -190,13 +182,11 @@ std::tuple<at::Tensor, at::Tensor> multilabel_impl(const at::Tensor& input, cons
 }
 std::tuple<at::Tensor, at::Tensor> multilabel_margin_loss_forward(const at::Tensor& input, const at::Tensor& target,
                                                                   int64_t reduction) {
-  TPU_COUNT("aten::multilabel_margin_loss_forward");
   return multilabel_impl(input, target, reduction, nullptr, nullptr);
 }
 std::tuple<at::Tensor&, at::Tensor&> multilabel_margin_loss_forward_out(const at::Tensor& input,
                                                                         const at::Tensor& target, int64_t reduction,
                                                                         at::Tensor& out, at::Tensor& is_target) {
-  TPU_COUNT("aten::multilabel_margin_loss_forward.output");
   multilabel_impl(input, target, reduction, &out, &is_target);
   return {out, is_target};
 }
@@ -206,7 +196,6 @@ at::Tensor multilabel_backward_impl(const at::Tensor& grad, const at::Tensor& in
   const char* op = out ? "aten::multilabel_margin_loss_backward.grad_input" : "aten::multilabel_margin_loss_backward";
   auto [nframe, dim] = check_multilabel(op, input, target);
   const at::ScalarType st = float_type("multilabel_margin_loss_backward_out_frame", input), ct = opmath(st);
-  check_same_device(op, input.device(), {&grad, &is_target});
   Kernel k(op, input);
   Builder& b = k.b();
   const ir::Dims nd{nframe, dim};
@@ -227,20 +216,18 @@ at::Tensor multilabel_backward_impl(const at::Tensor& grad, const at::Tensor& in
 }
 at::Tensor multilabel_margin_loss_backward(const at::Tensor& grad, const at::Tensor& input, const at::Tensor& target,
                                            int64_t reduction, const at::Tensor& is_target) {
-  TPU_COUNT("aten::multilabel_margin_loss_backward");
   return multilabel_backward_impl(grad, input, target, reduction, is_target, nullptr);
 }
 at::Tensor& multilabel_margin_loss_backward_out(const at::Tensor& grad, const at::Tensor& input,
                                                 const at::Tensor& target, int64_t reduction,
                                                 const at::Tensor& is_target, at::Tensor& out) {
-  TPU_COUNT("aten::multilabel_margin_loss_backward.grad_input");
   multilabel_backward_impl(grad, input, target, reduction, is_target, &out);
   return out;
 }
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TPU_KERNELS(m) {
   m.impl("multi_margin_loss", TORCH_FN(multi_margin_loss));
   m.impl("multi_margin_loss.out", TORCH_FN(multi_margin_loss_out));
   m.impl("multi_margin_loss_backward", TORCH_FN(multi_margin_loss_backward));

@@ -8,8 +8,8 @@
 #include <functional>
 #include <string_view>
 #include <limits>
-#include <torch/library.h>
 
+#include "aten/registry.h"
 #include "aten/opmath.h"
 #include "aten/pointwise.h"
 #include "ops/special.h"
@@ -46,7 +46,6 @@ at::Tensor unary(const char* op, const char* name, Rule rule, const Un& f, const
                  const at::Tensor* target) {
   const at::ScalarType ct = compute_type(name, rule, a.scalar_type());
   Kernel k(op, a);
-  if (target) check_same_device(op, a.device(), {target});
   Value r;
   try {
     r = f(k.b(), k.b().convert(k.in(a, ct), to_ir(opmath(ct))));
@@ -58,8 +57,7 @@ at::Tensor unary(const char* op, const char* name, Rule rule, const Un& f, const
 
 at::Tensor binary(const char* op, const char* name, Rule rule, const Bin& f, const at::Tensor& a, const at::Tensor& b,
                   Dest dest, const at::Tensor* target) {
-  c10::Device dev = target ? target->device() : device_of(a, b);
-  check_same_device(op, dev, {&a, &b, target});
+  c10::Device dev = target && target->defined() ? target->device() : device_of(a, b);
   const at::ScalarType ct = compute_type(name, rule, at::result_type(a, b));
   Kernel k(op, dev);
   Value r;
@@ -72,37 +70,23 @@ at::Tensor binary(const char* op, const char* name, Rule rule, const Bin& f, con
   return finish(k, r, ct, dest, target);
 }
 
-Un chlo(const char* op) {
-  return [op](Builder& b, Value x) { return ops::chlo_unary(b, op, x); };
-}
-
-// Functional, in-place and out= forms of a unary op.
-#define TPU_MATH_UNARY(NAME, RULE, FN)                                                        \
-  at::Tensor NAME(const at::Tensor& a) {                                                      \
-    TPU_COUNT("aten::" #NAME);                                                                \
-    return unary("aten::" #NAME, #NAME, RULE, FN, a, Dest::kNew, nullptr);                    \
-  }                                                                                           \
-  [[maybe_unused]] at::Tensor& NAME##_(at::Tensor& a) {                                       \
-    TPU_COUNT("aten::" #NAME "_");                                                            \
-    unary("aten::" #NAME "_", #NAME, RULE, FN, a, Dest::kInplace, &a);                        \
-    return a;                                                                                 \
-  }                                                                                           \
-  at::Tensor& NAME##_out(const at::Tensor& a, at::Tensor& out) {                              \
-    TPU_COUNT("aten::" #NAME ".out");                                                         \
-    unary("aten::" #NAME ".out", #NAME, RULE, FN, a, Dest::kOut, &out);                       \
-    return out;                                                                               \
+// The out= kernel of a unary op (functional and in-place forms derived).
+#define TPU_MATH_UNARY(NAME, RULE, FN)                                  \
+  at::Tensor& NAME##_out(const at::Tensor& a, at::Tensor& out) {        \
+    unary("aten::" #NAME ".out", #NAME, RULE, FN, a, Dest::kOut, &out); \
+    return out;                                                         \
   }
 
-TPU_MATH_UNARY(acos, Rule::kIntToFloat, chlo("chlo.acos"))
-TPU_MATH_UNARY(acosh, Rule::kIntToFloat, chlo("chlo.acosh"))
-TPU_MATH_UNARY(asin, Rule::kIntToFloat, chlo("chlo.asin"))
-TPU_MATH_UNARY(asinh, Rule::kIntToFloat, chlo("chlo.asinh"))
-TPU_MATH_UNARY(atan, Rule::kIntToFloat, chlo("chlo.atan"))
-TPU_MATH_UNARY(atanh, Rule::kIntToFloat, chlo("chlo.atanh"))
-TPU_MATH_UNARY(cosh, Rule::kIntToFloat, chlo("chlo.cosh"))
-TPU_MATH_UNARY(sinh, Rule::kIntToFloat, chlo("chlo.sinh"))
-TPU_MATH_UNARY(erfc, Rule::kIntToFloat, chlo("chlo.erfc"))
-TPU_MATH_UNARY(lgamma, Rule::kIntToFloat, chlo("chlo.lgamma"))
+TPU_MATH_UNARY(acos, Rule::kIntToFloat, ops::acos)
+TPU_MATH_UNARY(acosh, Rule::kIntToFloat, ops::acosh)
+TPU_MATH_UNARY(asin, Rule::kIntToFloat, ops::asin)
+TPU_MATH_UNARY(asinh, Rule::kIntToFloat, ops::asinh)
+TPU_MATH_UNARY(atan, Rule::kIntToFloat, ops::atan)
+TPU_MATH_UNARY(atanh, Rule::kIntToFloat, ops::atanh)
+TPU_MATH_UNARY(cosh, Rule::kIntToFloat, ops::cosh)
+TPU_MATH_UNARY(sinh, Rule::kIntToFloat, ops::sinh)
+TPU_MATH_UNARY(erfc, Rule::kIntToFloat, ops::erfc)
+TPU_MATH_UNARY(lgamma, Rule::kIntToFloat, ops::lgamma)
 TPU_MATH_UNARY(tan, Rule::kIntToFloat, ops::tan)
 TPU_MATH_UNARY(log10, Rule::kIntToFloat, ops::log10)
 TPU_MATH_UNARY(exp2, Rule::kIntToFloat, ops::exp2)
@@ -142,24 +126,16 @@ TPU_MATH_UNARY(special_airy_ai, Rule::kNoHalf, ops::airy_ai)
 
 // signbit: any dtype, bool result, on the input's own values.
 at::Tensor& signbit_out(const at::Tensor& a, at::Tensor& out) {
-  TPU_COUNT("aten::signbit.out");
-  check_same_device("aten::signbit.out", a.device(), {&out});
-  TORCH_CHECK(out.scalar_type() == at::kBool, "signbit does not support non-boolean outputs.");
+  TORCH_CHECK(!out.defined() || out.scalar_type() == at::kBool, "signbit does not support non-boolean outputs.");
   Kernel k("aten::signbit.out", a);
-  k.into_resized(out, ops::signbit(k.b(), k.in(a)));
+  k.result(ops::signbit(k.b(), k.in(a)), at::kBool, &out);
   k.run();
   return out;
-}
-at::Tensor signbit(const at::Tensor& a) {
-  at::Tensor out = empty_device(a.sizes(), at::kBool, a.device().index());
-  return signbit_out(a, out);
 }
 
 // conj_physical of a real tensor is a copy.
 at::Tensor& conj_physical_out(const at::Tensor& a, at::Tensor& out) {
-  TPU_COUNT("aten::conj_physical.out");
   TORCH_CHECK_NOT_IMPLEMENTED(!a.is_complex(), "conj_physical: complex tensors are not supported on tpu");
-  check_same_device("aten::conj_physical.out", a.device(), {&out});
   Kernel k("aten::conj_physical.out", a);
   finish(k, k.in(a), a.scalar_type(), Dest::kOut, &out);
   return out;
@@ -171,7 +147,6 @@ at::Tensor nan_to_num_impl(const char* op, const at::Tensor& a, std::optional<do
                            std::optional<double> neginf, Dest dest, const at::Tensor* target) {
   const at::ScalarType t = a.scalar_type();
   Kernel k(op, a);
-  if (target) check_same_device(op, a.device(), {target});
   Value x = k.in(a);
   if (at::isFloatingType(t)) {
     double hi = 0, lo = 0;
@@ -184,19 +159,9 @@ at::Tensor nan_to_num_impl(const char* op, const at::Tensor& a, std::optional<do
   }
   return finish(k, x, t, dest, target);
 }
-at::Tensor nan_to_num(const at::Tensor& a, std::optional<double> n, std::optional<double> p, std::optional<double> m) {
-  TPU_COUNT("aten::nan_to_num");
-  return nan_to_num_impl("aten::nan_to_num", a, n, p, m, Dest::kNew, nullptr);
-}
-at::Tensor& nan_to_num_(at::Tensor& a, std::optional<double> n, std::optional<double> p, std::optional<double> m) {
-  TPU_COUNT("aten::nan_to_num_");
-  nan_to_num_impl("aten::nan_to_num_", a, n, p, m, Dest::kInplace, &a);
-  return a;
-}
 at::Tensor& nan_to_num_out(const at::Tensor& a, std::optional<double> n, std::optional<double> p,
                            std::optional<double> m, at::Tensor& out) {
-  TPU_COUNT("aten::nan_to_num.out");
-  TORCH_CHECK(out.scalar_type() == a.scalar_type(), "nan_to_num: dtype of out: ", out.scalar_type(),
+  TORCH_CHECK(!out.defined() || out.scalar_type() == a.scalar_type(), "nan_to_num: dtype of out: ", out.scalar_type(),
               " should be same as input: ", a.scalar_type());
   nan_to_num_impl("aten::nan_to_num.out", a, n, p, m, Dest::kOut, &out);
   return out;
@@ -208,40 +173,27 @@ at::Tensor round_decimals_impl(const char* op, const at::Tensor& a, int64_t deci
   const at::ScalarType ct = compute_type("round", Rule::kFloatOnly, a.scalar_type());
   if (decimals == 0) {
     return unary(op, "round", Rule::kFloatOnly, [](Builder& b, Value x) {
-      return b.unary("stablehlo.round_nearest_even", x);
+      return b.round_even(x);
     }, a, dest, target);
   }
   const int64_t d = decimals < 0 ? -decimals : decimals;
   Kernel k(op, a);
-  if (target) check_same_device(op, a.device(), {target});
   const at::ScalarType o = opmath(ct);
   Value s = k.scalar(std::pow(10.0, static_cast<double>(d)), o);
   Value r = ops::round_decimals(k.b(), k.b().convert(k.in(a, ct), to_ir(o)), s, decimals < 0);
   return finish(k, r, ct, dest, target);
 }
-at::Tensor round_decimals(const at::Tensor& a, int64_t decimals) {
-  TPU_COUNT("aten::round.decimals");
-  return round_decimals_impl("aten::round.decimals", a, decimals, Dest::kNew, nullptr);
-}
-at::Tensor& round_decimals_(at::Tensor& a, int64_t decimals) {
-  TPU_COUNT("aten::round_.decimals");
-  round_decimals_impl("aten::round_.decimals", a, decimals, Dest::kInplace, &a);
-  return a;
-}
 at::Tensor& round_decimals_out(const at::Tensor& a, int64_t decimals, at::Tensor& out) {
-  TPU_COUNT("aten::round.decimals_out");
   round_decimals_impl("aten::round.decimals_out", a, decimals, Dest::kOut, &out);
   return out;
 }
 
 std::tuple<at::Tensor&, at::Tensor&> frexp_out(const at::Tensor& a, at::Tensor& mantissa, at::Tensor& exponent) {
-  TPU_COUNT("aten::frexp.Tensor_out");
   TORCH_CHECK(at::isFloatingType(a.scalar_type()), "torch.frexp() only supports floating-point dtypes");
   TORCH_CHECK(mantissa.scalar_type() == a.scalar_type(), "torch.frexp() expects mantissa to have dtype ",
               a.scalar_type(), " but got ", mantissa.scalar_type());
   TORCH_CHECK(exponent.scalar_type() == at::kInt, "torch.frexp() expects exponent to have int dtype but got ",
               exponent.scalar_type());
-  check_same_device("aten::frexp.Tensor_out", a.device(), {&mantissa, &exponent});
   Kernel k("aten::frexp.Tensor_out", a);
   auto [m, e] = ops::frexp(k.b(), k.in(a));
   k.into_resized(mantissa, m);
@@ -256,31 +208,18 @@ at::Tensor logit_impl(const char* op, const at::Tensor& a, std::optional<double>
                       const at::Tensor* target) {
   const at::ScalarType ct = compute_type("logit", Rule::kIntToFloat, a.scalar_type());
   Kernel k(op, a);
-  if (target) check_same_device(op, a.device(), {target});
   const DType o = to_ir(opmath(ct));
   Value lo = eps ? k.b().convert(k.scalar(*eps, ct), o) : Value{};
   Value r = ops::logit(k.b(), k.b().convert(k.in(a, ct), o), lo, to_ir(ct));
   return finish(k, r, ct, dest, target);
 }
-at::Tensor logit(const at::Tensor& a, std::optional<double> eps) {
-  TPU_COUNT("aten::logit");
-  return logit_impl("aten::logit", a, eps, Dest::kNew, nullptr);
-}
-at::Tensor& logit_(at::Tensor& a, std::optional<double> eps) {
-  TPU_COUNT("aten::logit_");
-  logit_impl("aten::logit_", a, eps, Dest::kInplace, &a);
-  return a;
-}
 at::Tensor& logit_out(const at::Tensor& a, std::optional<double> eps, at::Tensor& out) {
-  TPU_COUNT("aten::logit.out");
   logit_impl("aten::logit.out", a, eps, Dest::kOut, &out);
   return out;
 }
 at::Tensor& logit_backward_out(const at::Tensor& grad, const at::Tensor& a, std::optional<double> eps,
                                at::Tensor& out) {
-  TPU_COUNT("aten::logit_backward.grad_input");
   const char* op = "aten::logit_backward.grad_input";
-  check_same_device(op, grad.device(), {&a, &out});
   const at::ScalarType ct = compute_type("logit_backward", Rule::kFloatOnly, at::result_type(grad, a));
   Kernel k(op, grad);
   const DType o = to_ir(opmath(ct));
@@ -289,17 +228,11 @@ at::Tensor& logit_backward_out(const at::Tensor& grad, const at::Tensor& a, std:
   finish(k, r, ct, Dest::kOut, &out);
   return out;
 }
-at::Tensor logit_backward(const at::Tensor& grad, const at::Tensor& a, std::optional<double> eps) {
-  at::Tensor out = empty_device({0}, at::result_type(grad, a), grad.device().index());
-  return logit_backward_out(grad, a, eps, out);
-}
-
 // polygamma(n, x): digamma (n = 0), trigamma (n = 1), else n! zeta(n + 1, x).
 at::Tensor polygamma_impl(const char* op, int64_t n, const at::Tensor& a, Dest dest, const at::Tensor* target) {
   TORCH_CHECK(n >= 0, "polygamma(n, x) does not support negative n.");
   const at::ScalarType ct = compute_type("polygamma", Rule::kIntToFloat, a.scalar_type());
   Kernel k(op, a);
-  if (target) check_same_device(op, a.device(), {target});
   Builder& b = k.b();
   Value x = b.convert(k.in(a, ct), to_ir(opmath(ct)));
   Value r;
@@ -315,24 +248,17 @@ at::Tensor polygamma_impl(const char* op, int64_t n, const at::Tensor& a, Dest d
   }
   return finish(k, r, ct, dest, target);
 }
-at::Tensor polygamma(int64_t n, const at::Tensor& a) {
-  TPU_COUNT("aten::polygamma");
-  return polygamma_impl("aten::polygamma", n, a, Dest::kNew, nullptr);
-}
 at::Tensor& polygamma_(at::Tensor& a, int64_t n) {
-  TPU_COUNT("aten::polygamma_");
   polygamma_impl("aten::polygamma_", n, a, Dest::kInplace, &a);
   return a;
 }
 at::Tensor& polygamma_out(int64_t n, const at::Tensor& a, at::Tensor& out) {
-  TPU_COUNT("aten::polygamma.out");
   polygamma_impl("aten::polygamma.out", n, a, Dest::kOut, &out);
   return out;
 }
 
 // mvlgamma's out= form, as PyTorch's: the functional result copied into out.
 at::Tensor& mvlgamma_out(const at::Tensor& a, int64_t p, at::Tensor& out) {
-  TPU_COUNT("aten::mvlgamma.out");
   at::Tensor r = at::mvlgamma(a, p);
   TORCH_CHECK(at::canCast(r.scalar_type(), out.scalar_type()), "result type ", r.scalar_type(),
               " can't be cast to the desired output type ", out.scalar_type());
@@ -340,21 +266,11 @@ at::Tensor& mvlgamma_out(const at::Tensor& a, int64_t p, at::Tensor& out) {
   return out.copy_(r);
 }
 
-// Binary ops.
-#define TPU_MATH_BINARY(NAME, OUT_NAME, RULE, FN)                                             \
-  at::Tensor NAME(const at::Tensor& a, const at::Tensor& b) {                                 \
-    TPU_COUNT("aten::" #NAME);                                                                \
-    return binary("aten::" #NAME, #NAME, RULE, FN, a, b, Dest::kNew, nullptr);                \
-  }                                                                                           \
-  [[maybe_unused]] at::Tensor& NAME##_(at::Tensor& a, const at::Tensor& b) {                  \
-    TPU_COUNT("aten::" #NAME "_");                                                            \
-    binary("aten::" #NAME "_", #NAME, RULE, FN, a, b, Dest::kInplace, &a);                    \
-    return a;                                                                                 \
-  }                                                                                           \
-  at::Tensor& NAME##_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {         \
-    TPU_COUNT("aten::" #NAME OUT_NAME);                                                       \
-    binary("aten::" #NAME OUT_NAME, #NAME, RULE, FN, a, b, Dest::kOut, &out);                 \
-    return out;                                                                               \
+// The out= kernel of a binary op (functional and in-place forms derived).
+#define TPU_MATH_BINARY(NAME, OUT_NAME, RULE, FN)                                     \
+  at::Tensor& NAME##_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) { \
+    binary("aten::" #NAME OUT_NAME, #NAME, RULE, FN, a, b, Dest::kOut, &out);         \
+    return out;                                                                       \
   }
 
 TPU_MATH_BINARY(xlogy, ".OutTensor", Rule::kIntToFloat, ops::xlogy)
@@ -372,7 +288,6 @@ TPU_MATH_BINARY(igammac, ".out", Rule::kFloatOnly,
                 [](Builder& b, Value a, Value x) { return ops::igamma(b, a, x, /*upper=*/true); })
 
 at::Tensor& heaviside_out(const at::Tensor& a, const at::Tensor& v, at::Tensor& out) {
-  TPU_COUNT("aten::heaviside.out");
   TORCH_CHECK(!a.is_complex() && !v.is_complex(), "heaviside is not yet implemented for complex tensors.");
   TORCH_CHECK(a.scalar_type() == v.scalar_type(), "heaviside is not yet implemented for tensors with different dtypes");
   binary("aten::heaviside.out", "heaviside", Rule::kAny, ops::heaviside, a, v, Dest::kOut, &out);
@@ -382,9 +297,7 @@ at::Tensor& heaviside_out(const at::Tensor& a, const at::Tensor& v, at::Tensor& 
 // Hurwitz zeta, float32 and float64 only (as the CPU kernel). Integer x with q
 // below -16 would need more terms than the unrolled series has: refused.
 at::Tensor& special_zeta_out(const at::Tensor& x, const at::Tensor& q, at::Tensor& out) {
-  TPU_COUNT("aten::special_zeta.out");
   const char* op = "aten::special_zeta.out";
-  check_same_device(op, out.device(), {&x, &q, &out});
   const at::ScalarType ct = compute_type("zeta", Rule::kNoHalf, at::result_type(x, q));
   Kernel k(op, out.device());
   ops::Zeta z = ops::zeta(k.b(), k.in(x, ct), k.in(q, ct));
@@ -398,7 +311,6 @@ at::Tensor& special_zeta_out(const at::Tensor& x, const at::Tensor& q, at::Tenso
 // promote; 16-bit floats are refused, as on the CPU).
 #define TPU_POLYNOMIAL(NAME, KIND)                                                                 \
   at::Tensor& NAME##_out(const at::Tensor& x, const at::Tensor& n, at::Tensor& out) {              \
-    TPU_COUNT("aten::" #NAME ".out");                                                              \
     const Bin f = [](Builder& b, Value xv, Value nv) {                                              \
       return ops::orthogonal_polynomial(b, ops::Polynomial::KIND, xv, nv);                         \
     };                                                                                             \
@@ -420,62 +332,45 @@ TPU_POLYNOMIAL(special_legendre_polynomial_p, kLegendreP)
 
 }  // namespace
 
-#define TPU_REG(NAME)                              \
-  m.impl(#NAME, TORCH_FN(NAME));                   \
-  m.impl(#NAME "_", TORCH_FN(NAME##_));            \
-  m.impl(#NAME ".out", TORCH_FN(NAME##_out));
-#define TPU_REG_NO_INPLACE(NAME)                   \
-  m.impl(#NAME, TORCH_FN(NAME));                   \
-  m.impl(#NAME ".out", TORCH_FN(NAME##_out));
-
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  TPU_REG(acos)
-  TPU_REG(acosh)
-  TPU_REG_NO_INPLACE(angle)
-  TPU_REG(asin)
-  TPU_REG(asinh)
-  TPU_REG(atan)
-  TPU_REG(atanh)
+TPU_KERNELS(m) {
+  m.out("acos.out", TORCH_FN(acos_out), "acos", "acos_");
+  m.out("acosh.out", TORCH_FN(acosh_out), "acosh", "acosh_");
+  m.out("angle.out", TORCH_FN(angle_out), "angle");
+  m.out("asin.out", TORCH_FN(asin_out), "asin", "asin_");
+  m.out("asinh.out", TORCH_FN(asinh_out), "asinh", "asinh_");
+  m.out("atan.out", TORCH_FN(atan_out), "atan", "atan_");
+  m.out("atanh.out", TORCH_FN(atanh_out), "atanh", "atanh_");
   m.impl("conj_physical.out", TORCH_FN(conj_physical_out));
-  m.impl("copysign.Tensor", TORCH_FN(copysign));
-  m.impl("copysign_.Tensor", TORCH_FN(copysign_));
-  m.impl("copysign.out", TORCH_FN(copysign_out));
-  TPU_REG(cosh)
-  TPU_REG(digamma)
-  TPU_REG(erfc)
-  TPU_REG(erfinv)
-  TPU_REG(exp2)
-  TPU_REG_NO_INPLACE(fmax)
-  TPU_REG_NO_INPLACE(fmin)
-  TPU_REG(frac)
+  m.out("copysign.out", TORCH_FN(copysign_out), "copysign.Tensor", "copysign_.Tensor");
+  m.out("cosh.out", TORCH_FN(cosh_out), "cosh", "cosh_");
+  m.out("digamma.out", TORCH_FN(digamma_out), "digamma", "digamma_");
+  m.out("erfc.out", TORCH_FN(erfc_out), "erfc", "erfc_");
+  m.out("erfinv.out", TORCH_FN(erfinv_out), "erfinv", "erfinv_");
+  m.out("exp2.out", TORCH_FN(exp2_out), "exp2", "exp2_");
+  m.out("fmax.out", TORCH_FN(fmax_out), "fmax");
+  m.out("fmin.out", TORCH_FN(fmin_out), "fmin");
+  m.out("frac.out", TORCH_FN(frac_out), "frac", "frac_");
   m.impl("frexp.Tensor_out", TORCH_FN(frexp_out));
   m.impl("heaviside.out", TORCH_FN(heaviside_out));
-  TPU_REG(hypot)
-  TPU_REG(i0)
-  TPU_REG(igamma)
-  TPU_REG(igammac)
-  TPU_REG(lgamma)
-  TPU_REG(log10)
-  TPU_REG_NO_INPLACE(logaddexp)
-  TPU_REG_NO_INPLACE(logaddexp2)
-  TPU_REG(logit)
-  m.impl("logit_backward", TORCH_FN(logit_backward));
-  m.impl("logit_backward.grad_input", TORCH_FN(logit_backward_out));
+  m.out("hypot.out", TORCH_FN(hypot_out), "hypot", "hypot_");
+  m.out("i0.out", TORCH_FN(i0_out), "i0", "i0_");
+  m.out("igamma.out", TORCH_FN(igamma_out), "igamma", "igamma_");
+  m.out("igammac.out", TORCH_FN(igammac_out), "igammac", "igammac_");
+  m.out("lgamma.out", TORCH_FN(lgamma_out), "lgamma", "lgamma_");
+  m.out("log10.out", TORCH_FN(log10_out), "log10", "log10_");
+  m.out("logaddexp.out", TORCH_FN(logaddexp_out), "logaddexp");
+  m.out("logaddexp2.out", TORCH_FN(logaddexp2_out), "logaddexp2");
+  m.out("logit.out", TORCH_FN(logit_out), "logit", "logit_");
+  m.out("logit_backward.grad_input", TORCH_FN(logit_backward_out), "logit_backward");
   m.impl("mvlgamma.out", TORCH_FN(mvlgamma_out));
-  m.impl("nan_to_num", TORCH_FN(nan_to_num));
-  m.impl("nan_to_num_", TORCH_FN(nan_to_num_));
-  m.impl("nan_to_num.out", TORCH_FN(nan_to_num_out));
-  TPU_REG(nextafter)
-  m.impl("polygamma", TORCH_FN(polygamma));
+  m.out("nan_to_num.out", TORCH_FN(nan_to_num_out), "nan_to_num", "nan_to_num_");
+  m.out("nextafter.out", TORCH_FN(nextafter_out), "nextafter", "nextafter_");
+  m.out("polygamma.out", TORCH_FN(polygamma_out), "polygamma");
   m.impl("polygamma_", TORCH_FN(polygamma_));
-  m.impl("polygamma.out", TORCH_FN(polygamma_out));
-  m.impl("round.decimals", TORCH_FN(round_decimals));
-  m.impl("round_.decimals", TORCH_FN(round_decimals_));
-  m.impl("round.decimals_out", TORCH_FN(round_decimals_out));
-  m.impl("signbit", TORCH_FN(signbit));
-  m.impl("signbit.out", TORCH_FN(signbit_out));
-  TPU_REG(sinc)
-  TPU_REG(sinh)
+  m.out("round.decimals_out", TORCH_FN(round_decimals_out), "round.decimals", "round_.decimals");
+  m.out("signbit.out", TORCH_FN(signbit_out), "signbit");
+  m.out("sinc.out", TORCH_FN(sinc_out), "sinc", "sinc_");
+  m.out("sinh.out", TORCH_FN(sinh_out), "sinh", "sinh_");
   m.impl("special_chebyshev_polynomial_t.out", TORCH_FN(special_chebyshev_polynomial_t_out));
   m.impl("special_chebyshev_polynomial_u.out", TORCH_FN(special_chebyshev_polynomial_u_out));
   m.impl("special_chebyshev_polynomial_v.out", TORCH_FN(special_chebyshev_polynomial_v_out));
@@ -488,32 +383,31 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("special_shifted_chebyshev_polynomial_u.out", TORCH_FN(special_shifted_chebyshev_polynomial_u_out));
   m.impl("special_shifted_chebyshev_polynomial_v.out", TORCH_FN(special_shifted_chebyshev_polynomial_v_out));
   m.impl("special_shifted_chebyshev_polynomial_w.out", TORCH_FN(special_shifted_chebyshev_polynomial_w_out));
-  TPU_REG_NO_INPLACE(special_airy_ai)
-  TPU_REG_NO_INPLACE(special_bessel_j0)
-  TPU_REG_NO_INPLACE(special_bessel_j1)
-  TPU_REG_NO_INPLACE(special_bessel_y0)
-  TPU_REG_NO_INPLACE(special_bessel_y1)
-  TPU_REG_NO_INPLACE(special_entr)
-  TPU_REG_NO_INPLACE(special_erfcx)
-  TPU_REG_NO_INPLACE(special_i0e)
-  TPU_REG_NO_INPLACE(special_i1)
-  TPU_REG_NO_INPLACE(special_i1e)
-  TPU_REG_NO_INPLACE(special_log_ndtr)
-  TPU_REG_NO_INPLACE(special_modified_bessel_i0)
-  TPU_REG_NO_INPLACE(special_modified_bessel_i1)
-  TPU_REG_NO_INPLACE(special_modified_bessel_k0)
-  TPU_REG_NO_INPLACE(special_modified_bessel_k1)
-  TPU_REG_NO_INPLACE(special_ndtri)
-  TPU_REG_NO_INPLACE(special_scaled_modified_bessel_k0)
-  TPU_REG_NO_INPLACE(special_scaled_modified_bessel_k1)
-  TPU_REG_NO_INPLACE(special_spherical_bessel_j0)
-  m.impl("special_xlog1py", TORCH_FN(special_xlog1py));
-  m.impl("special_xlog1py.out", TORCH_FN(special_xlog1py_out));
+  m.out("special_airy_ai.out", TORCH_FN(special_airy_ai_out), "special_airy_ai");
+  m.out("special_bessel_j0.out", TORCH_FN(special_bessel_j0_out), "special_bessel_j0");
+  m.out("special_bessel_j1.out", TORCH_FN(special_bessel_j1_out), "special_bessel_j1");
+  m.out("special_bessel_y0.out", TORCH_FN(special_bessel_y0_out), "special_bessel_y0");
+  m.out("special_bessel_y1.out", TORCH_FN(special_bessel_y1_out), "special_bessel_y1");
+  m.out("special_entr.out", TORCH_FN(special_entr_out), "special_entr");
+  m.out("special_erfcx.out", TORCH_FN(special_erfcx_out), "special_erfcx");
+  m.out("special_i0e.out", TORCH_FN(special_i0e_out), "special_i0e");
+  m.out("special_i1.out", TORCH_FN(special_i1_out), "special_i1");
+  m.out("special_i1e.out", TORCH_FN(special_i1e_out), "special_i1e");
+  m.out("special_log_ndtr.out", TORCH_FN(special_log_ndtr_out), "special_log_ndtr");
+  m.out("special_modified_bessel_i0.out", TORCH_FN(special_modified_bessel_i0_out), "special_modified_bessel_i0");
+  m.out("special_modified_bessel_i1.out", TORCH_FN(special_modified_bessel_i1_out), "special_modified_bessel_i1");
+  m.out("special_modified_bessel_k0.out", TORCH_FN(special_modified_bessel_k0_out), "special_modified_bessel_k0");
+  m.out("special_modified_bessel_k1.out", TORCH_FN(special_modified_bessel_k1_out), "special_modified_bessel_k1");
+  m.out("special_ndtri.out", TORCH_FN(special_ndtri_out), "special_ndtri");
+  m.out("special_scaled_modified_bessel_k0.out", TORCH_FN(special_scaled_modified_bessel_k0_out),
+        "special_scaled_modified_bessel_k0");
+  m.out("special_scaled_modified_bessel_k1.out", TORCH_FN(special_scaled_modified_bessel_k1_out),
+        "special_scaled_modified_bessel_k1");
+  m.out("special_spherical_bessel_j0.out", TORCH_FN(special_spherical_bessel_j0_out), "special_spherical_bessel_j0");
+  m.out("special_xlog1py.out", TORCH_FN(special_xlog1py_out), "special_xlog1py");
   m.impl("special_zeta.out", TORCH_FN(special_zeta_out));
-  TPU_REG(tan)
-  m.impl("xlogy.Tensor", TORCH_FN(xlogy));
-  m.impl("xlogy_.Tensor", TORCH_FN(xlogy_));
-  m.impl("xlogy.OutTensor", TORCH_FN(xlogy_out));
+  m.out("tan.out", TORCH_FN(tan_out), "tan", "tan_");
+  m.out("xlogy.OutTensor", TORCH_FN(xlogy_out), "xlogy.Tensor", "xlogy_.Tensor");
 }
 
 }  // namespace torchtpu::aten

@@ -5,8 +5,8 @@
 // Also cdist and pdist (ops/distance.h), forward and backward.
 #include <ATen/ExpandUtils.h>
 #include <ATen/WrapDimUtils.h>
-#include <torch/library.h>
 
+#include "aten/registry.h"
 #include "aten/tensor_ir.h"
 #include "ops/distance.h"
 
@@ -16,7 +16,6 @@ namespace {
 using ops::Cmp;
 
 at::Tensor& eye_m_out(int64_t n, int64_t m, at::Tensor& out) {
-  TPU_COUNT("aten::eye.m_out");
   TORCH_CHECK(n >= 0, "n must be greater or equal to 0, got ", n);
   TORCH_CHECK(m >= 0, "m must be greater or equal to 0, got ", m);
   Kernel k("aten::eye", out);
@@ -27,12 +26,10 @@ at::Tensor& eye_m_out(int64_t n, int64_t m, at::Tensor& out) {
   return out;
 }
 at::Tensor& eye_out(int64_t n, at::Tensor& out) {
-  TPU_COUNT("aten::eye.out");
   return eye_m_out(n, n, out);
 }
 
 at::Tensor trace(const at::Tensor& self) {
-  TPU_COUNT("aten::trace");
   TORCH_CHECK(self.dim() == 2, "trace: expected a matrix, but got tensor with dim ", self.dim());
   TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool, "\"trace\" not implemented for 'Bool'");
   const at::ScalarType rt = at::isIntegralType(self.scalar_type(), false) ? at::kLong : self.scalar_type();
@@ -51,16 +48,14 @@ at::Tensor trace(const at::Tensor& self) {
 // a x b along `dim` (size 3) of the broadcast inputs, each product and
 // difference in the dtype, as the CPU's kernel.
 at::Tensor& linalg_cross_out(const at::Tensor& self, const at::Tensor& other, int64_t dim, at::Tensor& out) {
-  TPU_COUNT("aten::linalg_cross.out");
   TORCH_CHECK(self.dim() == other.dim(), "linalg.cross: inputs must have the same number of dimensions.");
   TORCH_CHECK(self.scalar_type() == other.scalar_type(), "expected scalar type ", self.scalar_type(),
               " but found ", other.scalar_type());
-  check_same_device("aten::linalg_cross", self.device(), {&other, &out});
   const std::vector<int64_t> shape = at::infer_size(self.sizes(), other.sizes());
   const int64_t w = at::maybe_wrap_dim(dim, static_cast<int64_t>(shape.size()));
   TORCH_CHECK(self.size(w) == 3 && other.size(w) == 3, "linalg.cross: inputs dimension ", dim,
               " must have length 3. Got ", self.size(w), " and ", other.size(w));
-  TORCH_CHECK(out.scalar_type() == self.scalar_type(), "linalg.cross: Expected out tensor to have dtype ",
+  TORCH_CHECK(!out.defined() || out.scalar_type() == self.scalar_type(), "linalg.cross: Expected out tensor to have dtype ",
               self.scalar_type(), ", but got ", out.scalar_type(), " instead");
   Kernel k("aten::linalg_cross", self);
   Builder& b = k.b();
@@ -72,15 +67,11 @@ at::Tensor& linalg_cross_out(const at::Tensor& self, const at::Tensor& other, in
     const int64_t j = (i + 1) % 3, l = (i + 2) % 3;
     parts.push_back(b.sub(b.mul(part(x, j), part(y, l)), b.mul(part(x, l), part(y, j))));
   }
-  k.into_resized(out, b.concatenate(parts, w));
+  k.result(b.concatenate(parts, w), self.scalar_type(), &out);
   k.run();
   return out;
 }
 
-at::Tensor linalg_cross(const at::Tensor& self, const at::Tensor& other, int64_t dim) {
-  at::Tensor out = empty_device({0}, self.scalar_type(), self.device().index());
-  return linalg_cross_out(self, other, dim, out);
-}
 
 bool is_value(const at::Scalar& s, double v) { return s.isIntegral(true) ? s.toLong() == v : s.toDouble() == v; }
 
@@ -115,7 +106,6 @@ Value bmm_bias_value(Kernel& k, const at::Tensor& self, const at::Tensor& b1, co
               " and ", b2.size(0));
   TORCH_CHECK(b1.size(2) == b2.size(1), "Incompatible matrix sizes for bmm (", b1.size(1), "x", b1.size(2), " and ",
               b2.size(1), "x", b2.size(2), ")");
-  check_same_device(k.op(), b1.device(), {&self, &b2});
   const at::ScalarType t = product_type(self, b1, b2);
   Builder& b = k.b();
   if (batched || !at::isReducedFloatingType(b1.scalar_type()) || b1.size(0) == 0) {
@@ -140,16 +130,10 @@ Value bmm_bias_value(Kernel& k, const at::Tensor& self, const at::Tensor& b1, co
 
 at::Tensor& baddbmm_out(const at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2, const at::Scalar& beta,
                         const at::Scalar& alpha, at::Tensor& out) {
-  TPU_COUNT("aten::baddbmm.out");
   Kernel k("aten::baddbmm", b1);
-  k.into_resized(out, bmm_bias_value(k, self, b1, b2, beta, alpha, true));
+  k.result(bmm_bias_value(k, self, b1, b2, beta, alpha, true), self.scalar_type(), &out);
   k.run();
   return out;
-}
-at::Tensor baddbmm(const at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2, const at::Scalar& beta,
-                   const at::Scalar& alpha) {
-  at::Tensor out = empty_device({0}, self.scalar_type(), self.device().index());
-  return baddbmm_out(self, b1, b2, beta, alpha, out);
 }
 at::Tensor& baddbmm_(at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2, const at::Scalar& beta,
                      const at::Scalar& alpha) {
@@ -161,46 +145,33 @@ at::Tensor& baddbmm_(at::Tensor& self, const at::Tensor& b1, const at::Tensor& b
 
 at::Tensor& addbmm_out(const at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2, const at::Scalar& beta,
                        const at::Scalar& alpha, at::Tensor& out) {
-  TPU_COUNT("aten::addbmm.out");
   Kernel k("aten::addbmm", b1);
-  k.into_resized(out, bmm_bias_value(k, self, b1, b2, beta, alpha, false));
+  k.result(bmm_bias_value(k, self, b1, b2, beta, alpha, false), self.scalar_type(), &out);
   k.run();
   return out;
-}
-at::Tensor addbmm(const at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2, const at::Scalar& beta,
-                  const at::Scalar& alpha) {
-  at::Tensor out = empty_device({0}, self.scalar_type(), self.device().index());
-  return addbmm_out(self, b1, b2, beta, alpha, out);
 }
 at::Tensor& addbmm_(at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2, const at::Scalar& beta,
                     const at::Scalar& alpha) {
   if (self.dim() == 2 && b1.dim() == 3 && b2.dim() == 3 && self.size(0) == b1.size(1) && self.size(1) == b2.size(2))
     return addbmm_out(self, b1, b2, beta, alpha, self);
   // As the CPU: self takes the product's shape.
-  at::Tensor r = torchtpu::aten::addbmm(self, b1, b2, beta, alpha);
+  at::Tensor r = at::addbmm(self, b1, b2, beta, alpha);
   self.resize_(r.sizes());
   return self.copy_(r);
 }
 
 at::Tensor& addmv_out(const at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec, const at::Scalar& beta,
                       const at::Scalar& alpha, at::Tensor& out) {
-  TPU_COUNT("aten::addmv.out");
   TORCH_CHECK(mat.dim() == 2 && vec.dim() == 1 && mat.size(1) == vec.size(0), "size mismatch, got input (",
               self.sizes(), "), mat (", mat.sizes(), "), vec (", vec.sizes(), ")");
   TORCH_CHECK(self.dim() <= 1 && (self.dim() == 0 || self.size(0) == mat.size(0) || self.size(0) == 1),
               "size mismatch, got input (", self.sizes(), "), mat (", mat.sizes(), "), vec (", vec.sizes(), ")");
-  check_same_device("aten::addmv", mat.device(), {&self, &vec, &out});
   const at::ScalarType t = product_type(self, mat, vec);
   Kernel k("aten::addmv", mat);
   Value p = k.b().dot_general(k.in(mat), k.in(vec), {}, {}, {1}, {0}, to_ir(t));
-  k.into_resized(out, add_scaled(k, p, self, beta, alpha, t));
+  k.result(add_scaled(k, p, self, beta, alpha, t), self.scalar_type(), &out);
   k.run();
   return out;
-}
-at::Tensor addmv(const at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec, const at::Scalar& beta,
-                 const at::Scalar& alpha) {
-  at::Tensor out = empty_device({0}, self.scalar_type(), self.device().index());
-  return addmv_out(self, mat, vec, beta, alpha, out);
 }
 at::Tensor& addmv_(at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec, const at::Scalar& beta,
                    const at::Scalar& alpha) {
@@ -211,7 +182,6 @@ at::Tensor& addmv_(at::Tensor& self, const at::Tensor& mat, const at::Tensor& ve
 
 // vdot of real tensors is dot.
 at::Tensor vdot(const at::Tensor& self, const at::Tensor& other) {
-  TPU_COUNT("aten::vdot");
   TORCH_CHECK(self.dim() == 1 && other.dim() == 1, "1D tensors expected, but got ", self.dim(), "D and ",
               other.dim(), "D tensors");
   TORCH_CHECK(self.scalar_type() == other.scalar_type(), "dot : expected both vectors to have same dtype, but found ",
@@ -249,14 +219,12 @@ Value batched(Kernel& k, const at::Tensor& x, const DistBatch& db, int64_t rows)
 }
 
 at::Tensor cdist_forward(const at::Tensor& x1, const at::Tensor& x2, double p, std::optional<int64_t> mode) {
-  TPU_COUNT("aten::_cdist_forward");
   check_dist_input("cdist", "X1", x1, 2);
   check_dist_input("cdist", "X2", x2, 2);
   TORCH_CHECK(x1.size(-1) == x2.size(-1), "X1 and X2 must have the same number of columns. X1: ", x1.size(-1),
               " X2: ", x2.size(-1));
   TORCH_CHECK(p >= 0, "cdist only supports non-negative p values");
   TORCH_CHECK(!mode || (*mode >= 0 && *mode <= 2), "possible modes: None, 1, 2, but was: ", *mode);
-  check_same_device("aten::_cdist_forward", x1.device(), {&x2});
   const DistBatch db = dist_batch(x1, x2);
   std::vector<int64_t> out_shape = db.batch;
   out_shape.push_back(db.r1);
@@ -281,8 +249,6 @@ at::Tensor cdist_forward(const at::Tensor& x1, const at::Tensor& x2, double p, s
 
 at::Tensor cdist_backward(const at::Tensor& grad, const at::Tensor& x1, const at::Tensor& x2, double p,
                           const at::Tensor& dist) {
-  TPU_COUNT("aten::_cdist_backward");
-  check_same_device("aten::_cdist_backward", x1.device(), {&grad, &x2, &dist});
   const DistBatch db = dist_batch(x1, x2);
   std::vector<int64_t> shape = db.batch;
   shape.push_back(db.r1);
@@ -305,7 +271,6 @@ at::Tensor cdist_backward(const at::Tensor& grad, const at::Tensor& x1, const at
 }
 
 at::Tensor pdist_forward(const at::Tensor& x, double p) {
-  TPU_COUNT("aten::_pdist_forward");
   TORCH_CHECK(x.dim() == 2, "pdist only supports 2D tensors, got: ", x.dim(), "D");
   check_dist_input("pdist", "input", x, 2);
   TORCH_CHECK(p >= 0, "pdist only supports non-negative p values");
@@ -321,8 +286,6 @@ at::Tensor pdist_forward(const at::Tensor& x, double p) {
 }
 
 at::Tensor pdist_backward(const at::Tensor& grad, const at::Tensor& x, double p, const at::Tensor& dist) {
-  TPU_COUNT("aten::_pdist_backward");
-  check_same_device("aten::_pdist_backward", x.device(), {&grad, &dist});
   Kernel k("aten::_pdist_backward", x);
   Builder& b = k.b();
   const at::ScalarType st = x.scalar_type();
@@ -336,24 +299,20 @@ at::Tensor pdist_backward(const at::Tensor& grad, const at::Tensor& x, double p,
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TPU_KERNELS(m) {
   m.impl("_cdist_forward", TORCH_FN(cdist_forward));
   m.impl("_cdist_backward", TORCH_FN(cdist_backward));
   m.impl("_pdist_forward", TORCH_FN(pdist_forward));
   m.impl("_pdist_backward", TORCH_FN(pdist_backward));
-  m.impl("addbmm", TORCH_FN(addbmm));
-  m.impl("addbmm.out", TORCH_FN(addbmm_out));
+  m.out("addbmm.out", TORCH_FN(addbmm_out), "addbmm");
   m.impl("addbmm_", TORCH_FN(addbmm_));
-  m.impl("addmv", TORCH_FN(addmv));
-  m.impl("addmv.out", TORCH_FN(addmv_out));
+  m.out("addmv.out", TORCH_FN(addmv_out), "addmv");
   m.impl("addmv_", TORCH_FN(addmv_));
-  m.impl("baddbmm", TORCH_FN(baddbmm));
-  m.impl("baddbmm.out", TORCH_FN(baddbmm_out));
+  m.out("baddbmm.out", TORCH_FN(baddbmm_out), "baddbmm");
   m.impl("baddbmm_", TORCH_FN(baddbmm_));
   m.impl("eye.m_out", TORCH_FN(eye_m_out));
   m.impl("eye.out", TORCH_FN(eye_out));
-  m.impl("linalg_cross", TORCH_FN(linalg_cross));
-  m.impl("linalg_cross.out", TORCH_FN(linalg_cross_out));
+  m.out("linalg_cross.out", TORCH_FN(linalg_cross_out), "linalg_cross");
   m.impl("trace", TORCH_FN(trace));
   m.impl("vdot", TORCH_FN(vdot));
 }

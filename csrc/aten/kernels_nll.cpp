@@ -1,7 +1,7 @@
 // Ops that read class indices: embedding backward and nll_loss (1-D/2-D and
 // 2d), with a device-side check of the targets.
-#include <torch/library.h>
 
+#include "aten/registry.h"
 #include "aten/opmath.h"
 
 namespace torchtpu::aten {
@@ -11,7 +11,6 @@ using ops::Cmp;
 
 at::Tensor embedding_dense_backward(const at::Tensor& grad, const at::Tensor& indices, int64_t num_weights,
                                     int64_t padding_idx, bool scale_grad_by_freq) {
-  TPU_COUNT("aten::embedding_dense_backward");
   Kernel k("aten::embedding_dense_backward", grad);
   Builder& b = k.b();
   const int64_t m = indices.numel(), d = grad.size(-1);
@@ -53,7 +52,7 @@ NllParts nll_parts(Kernel& k, const at::Tensor& self2d, const at::Tensor& target
   Value outside = b.logical_or(b.compare(t, b.zeros_like(t), Cmp::kLT),
                                b.compare(t, b.constant(DType::kS64, static_cast<double>(c), {n}), Cmp::kGE));
   if (check)
-    k.check(b.logical_and(outside, b.unary("stablehlo.not", ignored)), Kernel::CheckKind::kIndex,
+    k.check(b.logical_and(outside, b.logical_not(ignored)), Kernel::CheckKind::kIndex,
           "Target out of bounds (targets must lie in [0, " + std::to_string(c) + ") or equal ignore_index " +
               std::to_string(ignore_index) + ")");
   Value cls = b.iota(DType::kS64, {n, c}, 1);
@@ -77,12 +76,10 @@ at::Tensor as_2d(const at::Tensor& self) { return self.dim() == 1 ? self.unsquee
 std::tuple<at::Tensor, at::Tensor> nll_loss_forward(const at::Tensor& self, const at::Tensor& target,
                                                     const std::optional<at::Tensor>& weight, int64_t reduction,
                                                     int64_t ignore_index) {
-  TPU_COUNT("aten::nll_loss_forward");
   TORCH_CHECK(self.dim() >= 1 && self.dim() <= 2, "input tensor should be 1D or 2D");
   TORCH_CHECK(target.dim() <= 1, "0D or 1D target tensor expected, multi-target not supported");
   TORCH_CHECK(self.dim() == 1 || self.size(0) == target.size(0), "size mismatch (got input: ", self.sizes(),
               ", target: ", target.sizes(), ")");
-  check_same_device("aten::nll_loss_forward", self.device(), {&target});
   at::Tensor s2 = as_2d(self);
   // 16-bit losses and weights are summed in float32 and rounded once (as
   // CUDA's kernel does; the CPU's 16-bit cascade sum is less accurate).
@@ -113,7 +110,6 @@ std::tuple<at::Tensor, at::Tensor> nll_loss_forward(const at::Tensor& self, cons
 at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
                              const std::optional<at::Tensor>& weight, int64_t reduction, int64_t ignore_index,
                              const at::Tensor& total_weight) {
-  TPU_COUNT("aten::nll_loss_backward");
   at::Tensor s2 = as_2d(self);
   at::ScalarType ct = self.scalar_type();
   Kernel k("aten::nll_loss_backward", self);
@@ -146,7 +142,6 @@ at::Tensor rows_of(const at::Tensor& self) {
 std::tuple<at::Tensor, at::Tensor> nll_loss2d_forward(const at::Tensor& self, const at::Tensor& target,
                                                       const std::optional<at::Tensor>& weight, int64_t reduction,
                                                       int64_t ignore_index) {
-  TPU_COUNT("aten::nll_loss2d_forward");
   TORCH_CHECK(self.dim() == 4 && target.dim() == 3, "nll_loss2d: expected 4D input and 3D target, got ",
               self.sizes(), " and ", target.sizes());
   auto [out, total] =
@@ -158,7 +153,6 @@ std::tuple<at::Tensor, at::Tensor> nll_loss2d_forward(const at::Tensor& self, co
 at::Tensor nll_loss2d_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
                                const std::optional<at::Tensor>& weight, int64_t reduction, int64_t ignore_index,
                                const at::Tensor& total_weight) {
-  TPU_COUNT("aten::nll_loss2d_backward");
   at::Tensor g = reduction == at::Reduction::None ? grad_output.reshape({-1}) : grad_output;
   at::Tensor rows = aten::nll_loss_backward(g, rows_of(self), target.reshape({-1}), weight, reduction,
                                             ignore_index, total_weight);
@@ -172,7 +166,7 @@ at::Tensor nll_loss2d_backward(const at::Tensor& grad_output, const at::Tensor& 
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TPU_KERNELS(m) {
   m.impl("embedding_dense_backward", TORCH_FN(embedding_dense_backward));
   m.impl("nll_loss_forward", TORCH_FN(nll_loss_forward));
   m.impl("nll_loss_backward", TORCH_FN(nll_loss_backward));

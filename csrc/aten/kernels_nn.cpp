@@ -1,8 +1,8 @@
 // Matrix products, concatenation, triangular masks, arange and linspace.
 #include <ATen/WrapDimUtils.h>
 #include <c10/core/DeviceGuard.h>
-#include <torch/library.h>
 
+#include "aten/registry.h"
 #include "aten/device.h"
 #include "aten/linspace.h"
 #include "aten/tensor_ir.h"
@@ -30,18 +30,9 @@ Value mm_value(Kernel& k, const at::Tensor& a, const at::Tensor& b, std::optiona
   return k.b().dot_general(k.in(a), k.in(b), {}, {}, {1}, {0}, to_ir(acc.value_or(t)));
 }
 
-at::Tensor mm(const at::Tensor& a, const at::Tensor& b) {
-  TPU_COUNT("aten::mm");
-  check_same_device("aten::mm", a.device(), {&b});
-  Kernel k("aten::mm", a);
-  at::Tensor out = k.out(mm_value(k, a, b), a.scalar_type());
-  k.run();
-  return out;
-}
 at::Tensor& mm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
-  TPU_COUNT("aten::mm.out");
   Kernel k("aten::mm.out", a);
-  k.into_resized(out, mm_value(k, a, b));
+  k.result(mm_value(k, a, b), a.scalar_type(), &out);
   k.run();
   return out;
 }
@@ -53,17 +44,9 @@ Value bmm_value(Kernel& k, const at::Tensor& a, const at::Tensor& b) {
   at::ScalarType t = matmul_type(k.op(), a, b);
   return k.b().dot_general(k.in(a), k.in(b), {0}, {0}, {2}, {1}, to_ir(t));
 }
-at::Tensor bmm(const at::Tensor& a, const at::Tensor& b) {
-  TPU_COUNT("aten::bmm");
-  check_same_device("aten::bmm", a.device(), {&b});
-  Kernel k("aten::bmm", a);
-  at::Tensor out = k.out(bmm_value(k, a, b), a.scalar_type());
-  k.run();
-  return out;
-}
 at::Tensor& bmm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
   Kernel k("aten::bmm.out", a);
-  k.into_resized(out, bmm_value(k, a, b));
+  k.result(bmm_value(k, a, b), a.scalar_type(), &out);
   k.run();
   return out;
 }
@@ -83,37 +66,18 @@ Value addmm_value(Kernel& k, const at::Tensor& bias, const at::Tensor& a, const 
   if (!is_one(beta)) c = bb.mul(c, bb.broadcast_to(k.scalar(beta, t), bb.dims(c)));
   return bb.add(c, p);
 }
-at::Tensor addmm(const at::Tensor& bias, const at::Tensor& a, const at::Tensor& b, const at::Scalar& beta,
-                 const at::Scalar& alpha) {
-  TPU_COUNT("aten::addmm");
-  check_same_device("aten::addmm", a.device(), {&b, &bias});
-  Kernel k("aten::addmm", a);
-  at::Tensor out = k.out(addmm_value(k, bias, a, b, beta, alpha), a.scalar_type());
-  k.run();
-  return out;
-}
 at::Tensor& addmm_out(const at::Tensor& bias, const at::Tensor& a, const at::Tensor& b, const at::Scalar& beta,
                       const at::Scalar& alpha, at::Tensor& out) {
-  TPU_COUNT("aten::addmm.out");
   Kernel k("aten::addmm.out", a);
-  k.into_resized(out, addmm_value(k, bias, a, b, beta, alpha));
+  k.result(addmm_value(k, bias, a, b, beta, alpha), a.scalar_type(), &out);
   k.run();
   return out;
-}
-at::Tensor& addmm_(at::Tensor& self, const at::Tensor& a, const at::Tensor& b, const at::Scalar& beta,
-                   const at::Scalar& alpha) {
-  TPU_COUNT("aten::addmm_");
-  Kernel k("aten::addmm_", a);
-  k.into(self, addmm_value(k, self, a, b, beta, alpha));
-  k.run();
-  return self;
 }
 
 // In place, the result has self's shape, so self must be the 2-D outer
 // product's shape (PyTorch's CPU check); the value is the composite addr.
 at::Tensor& addr_(at::Tensor& self, const at::Tensor& v1, const at::Tensor& v2, const at::Scalar& beta,
                   const at::Scalar& alpha) {
-  TPU_COUNT("aten::addr_");
   TORCH_CHECK(v1.dim() == 1, "addr: Expected 1-D argument vec1, but got ", v1.dim(), "-D");
   TORCH_CHECK(v2.dim() == 1, "addr: Expected 1-D argument vec2, but got ", v2.dim(), "-D");
   TORCH_CHECK(self.dim() == 2, "2D tensor expected, got ", self.dim(), "D tensor for input");
@@ -123,7 +87,6 @@ at::Tensor& addr_(at::Tensor& self, const at::Tensor& v1, const at::Tensor& v2, 
 }
 
 at::Tensor dot(const at::Tensor& a, const at::Tensor& b) {
-  TPU_COUNT("aten::dot");
   TORCH_CHECK(a.dim() == 1 && b.dim() == 1, "1D tensors expected, but got ", a.dim(), "D and ", b.dim(), "D tensors");
   TORCH_CHECK(a.size(0) == b.size(0), "inconsistent tensor size, expected tensor [", a.size(0),
               "] and src [", b.size(0), "] to have the same number of elements, but got ", a.size(0), " and ",
@@ -135,7 +98,6 @@ at::Tensor dot(const at::Tensor& a, const at::Tensor& b) {
   return out;
 }
 at::Tensor mv(const at::Tensor& a, const at::Tensor& v) {
-  TPU_COUNT("aten::mv");
   TORCH_CHECK(a.dim() == 2 && v.dim() == 1 && a.size(1) == v.size(0), "size mismatch, got input (", a.size(0),
               "), mat (", a.sizes(), "), vec (", v.sizes(), ")");
   Kernel k("aten::mv", a);
@@ -172,7 +134,6 @@ at::Tensor cat_impl(const at::ITensorListRef& tensors, int64_t dim, const at::Te
       TORCH_CHECK(i == w || t->size(i) == ref->size(i), "Sizes of tensors must match except in dimension ", w,
                   ". Expected size ", ref->size(i), " but got size ", t->size(i), " for tensor number ",
                   &*t - &ts[0], " in the list.");
-    check_same_device("aten::cat", ref->device(), {t});
   }
   Kernel k("aten::cat", out ? out->device() : ref->device());
   std::vector<Value> vs;
@@ -182,14 +143,8 @@ at::Tensor cat_impl(const at::ITensorListRef& tensors, int64_t dim, const at::Te
   k.run();
   return result;
 }
-at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
-  TPU_COUNT("aten::cat");
-  return cat_impl(tensors, dim, nullptr);
-}
 at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& out) {
-  TPU_COUNT("aten::cat.out");
-  cat_impl(tensors, dim, &out);
-  return out;
+  return handed(out, cat_impl(tensors, dim, given(out)));
 }
 
 // ---- triangular masks, arange ------------------------------------------------------------
@@ -205,49 +160,20 @@ Value tri_value(Kernel& k, const at::Tensor& self, int64_t diagonal, bool upper)
   Value keep = b.compare(diff, b.constant(DType::kS64, static_cast<double>(diagonal), d), upper ? Cmp::kGE : Cmp::kLE);
   return b.select(keep, x, b.zeros_like(x));
 }
-at::Tensor triu(const at::Tensor& s, int64_t diag) {
-  TPU_COUNT("aten::triu");
-  Kernel k("aten::triu", s);
-  at::Tensor out = k.out(tri_value(k, s, diag, true), s.scalar_type());
-  k.run();
-  return out;
-}
-at::Tensor& triu_(at::Tensor& s, int64_t diag) {
-  TPU_COUNT("aten::triu_");
-  Kernel k("aten::triu_", s);
-  k.into(s, tri_value(k, s, diag, true));
-  k.run();
-  return s;
-}
 at::Tensor& triu_out(const at::Tensor& s, int64_t diag, at::Tensor& out) {
   Kernel k("aten::triu.out", s);
-  k.into_resized(out, tri_value(k, s, diag, true));
+  k.result(tri_value(k, s, diag, true), s.scalar_type(), &out);
   k.run();
   return out;
-}
-at::Tensor tril(const at::Tensor& s, int64_t diag) {
-  TPU_COUNT("aten::tril");
-  Kernel k("aten::tril", s);
-  at::Tensor out = k.out(tri_value(k, s, diag, false), s.scalar_type());
-  k.run();
-  return out;
-}
-at::Tensor& tril_(at::Tensor& s, int64_t diag) {
-  TPU_COUNT("aten::tril_");
-  Kernel k("aten::tril_", s);
-  k.into(s, tri_value(k, s, diag, false));
-  k.run();
-  return s;
 }
 at::Tensor& tril_out(const at::Tensor& s, int64_t diag, at::Tensor& out) {
   Kernel k("aten::tril.out", s);
-  k.into_resized(out, tri_value(k, s, diag, false));
+  k.result(tri_value(k, s, diag, false), s.scalar_type(), &out);
   k.run();
   return out;
 }
 
 at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at::Scalar& step, at::Tensor& out) {
-  TPU_COUNT("aten::arange.start_out");
   // As PyTorch's CPU kernel: integer results take the bounds and step as
   // int64 (truncated); int64 results are sized in integer arithmetic.
   const bool integral = at::isIntegralType(out.scalar_type(), /*includeBool=*/false);
@@ -324,7 +250,6 @@ at::ScalarType linspace_compute_type(at::ScalarType rt) {
 namespace {
 
 at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t steps, at::Tensor& out) {
-  TPU_COUNT("aten::linspace.out");
   TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
   TORCH_CHECK(!start.isComplex() && !end.isComplex() && !at::isComplexType(out.scalar_type()),
               "linspace: complex values are not supported on tpu");
@@ -346,7 +271,6 @@ at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t
 // dtype; base^exponent in float64 (an integer result takes the base as
 // float32 first), then converted once.
 at::Tensor& logspace_out(const at::Scalar& start, const at::Scalar& end, int64_t steps, double base, at::Tensor& out) {
-  TPU_COUNT("aten::logspace.out");
   TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
   TORCH_CHECK(!start.isComplex() && !end.isComplex() && !at::isComplexType(out.scalar_type()),
               "logspace: complex values are not supported on tpu");
@@ -359,7 +283,7 @@ at::Tensor& logspace_out(const at::Scalar& start, const at::Scalar& end, int64_t
   const ir::Dims n{steps};
   Value bv = b.broadcast_to(k.scalar(integral ? static_cast<double>(static_cast<float>(base)) : base, ct), n);
   if (steps == 1) {
-    k.into(out, b.binary("stablehlo.power", bv, b.broadcast_to(k.scalar(start.toDouble(), ct), n)));
+    k.into(out, b.pow(bv, b.broadcast_to(k.scalar(start.toDouble(), ct), n)));
     k.run();
     return out;
   }
@@ -373,32 +297,23 @@ at::Tensor& logspace_out(const at::Scalar& start, const at::Scalar& end, int64_t
   Value up = b.add(b.broadcast_to(s0, n), b.mul(stepn, idx));
   Value down = b.sub(b.broadcast_to(e0, n), b.mul(stepn, back));
   Value first_half = b.compare(iota, b.constant(DType::kS64, static_cast<double>(steps / 2), n), ops::Cmp::kLT);
-  k.into(out, b.binary("stablehlo.power", bv, b.select(first_half, up, down)));
+  k.into(out, b.pow(bv, b.select(first_half, up, down)));
   k.run();
   return out;
 }
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("mm", TORCH_FN(mm));
-  m.impl("mm.out", TORCH_FN(mm_out));
-  m.impl("bmm", TORCH_FN(bmm));
-  m.impl("bmm.out", TORCH_FN(bmm_out));
-  m.impl("addmm", TORCH_FN(addmm));
-  m.impl("addmm.out", TORCH_FN(addmm_out));
-  m.impl("addmm_", TORCH_FN(addmm_));
+TPU_KERNELS(m) {
+  m.out("mm.out", TORCH_FN(mm_out), "mm");
+  m.out("bmm.out", TORCH_FN(bmm_out), "bmm");
+  m.out("addmm.out", TORCH_FN(addmm_out), "addmm", "addmm_");
   m.impl("addr_", TORCH_FN(addr_));
   m.impl("dot", TORCH_FN(dot));
   m.impl("mv", TORCH_FN(mv));
-  m.impl("cat", TORCH_FN(cat));
-  m.impl("cat.out", TORCH_FN(cat_out));
-  m.impl("triu", TORCH_FN(triu));
-  m.impl("triu_", TORCH_FN(triu_));
-  m.impl("triu.out", TORCH_FN(triu_out));
-  m.impl("tril", TORCH_FN(tril));
-  m.impl("tril_", TORCH_FN(tril_));
-  m.impl("tril.out", TORCH_FN(tril_out));
+  m.out("cat.out", TORCH_FN(cat_out), "cat");
+  m.out("triu.out", TORCH_FN(triu_out), "triu", "triu_");
+  m.out("tril.out", TORCH_FN(tril_out), "tril", "tril_");
   m.impl("arange.start_out", TORCH_FN(arange_out));
   m.impl("linspace.out", TORCH_FN(linspace_out));
   m.impl("logspace.out", TORCH_FN(logspace_out));

@@ -3,8 +3,8 @@
 // (and its state) in one program, computed as PyTorch's fused CPU kernels
 // compute it (ops/optim.h); with found_inf set the step leaves everything as
 // it was, as those kernels do.
-#include <torch/library.h>
 
+#include "aten/registry.h"
 #include "aten/tensor_ir.h"
 #include "ops/optim.h"
 
@@ -72,7 +72,6 @@ void adam_impl(const char* op, at::TensorList params, at::TensorList grads, at::
   void NAME(at::TensorList p, at::TensorList g, at::TensorList m, at::TensorList v, at::TensorList vmax,          \
             at::TensorList steps, double lr, double beta1, double beta2, double weight_decay, double eps,           \
             bool amsgrad, bool maximize, const OptTensor& grad_scale, const OptTensor& found_inf) {              \
-    TPU_COUNT("aten::_" #NAME "_");                                                                                 \
     adam_impl("aten::_" #NAME "_", p, g, m, v, vmax, steps, lr, nullptr,                                          \
               {beta1, beta2, weight_decay, eps, amsgrad, maximize, DECOUPLED}, grad_scale, found_inf);              \
   }                                                                                                                \
@@ -80,7 +79,6 @@ void adam_impl(const char* op, at::TensorList params, at::TensorList grads, at::
                         at::TensorList vmax, at::TensorList steps, const at::Tensor& lr, double beta1, double beta2, \
                         double weight_decay, double eps, bool amsgrad, bool maximize, const OptTensor& grad_scale,  \
                         const OptTensor& found_inf) {                                                              \
-    TPU_COUNT("aten::_" #NAME "_.tensor_lr");                                                                       \
     adam_impl("aten::_" #NAME "_.tensor_lr", p, g, m, v, vmax, steps, 0, &lr,                                     \
               {beta1, beta2, weight_decay, eps, amsgrad, maximize, DECOUPLED}, grad_scale, found_inf);              \
   }
@@ -114,7 +112,6 @@ void sgd_impl(const char* op, at::TensorList params, at::TensorList grads, at::T
 void fused_sgd(at::TensorList p, at::TensorList g, at::TensorList bufs, double weight_decay, double momentum,
                double lr, double dampening, bool nesterov, bool maximize, bool first_step,
                const OptTensor& grad_scale, const OptTensor& found_inf) {
-  TPU_COUNT("aten::_fused_sgd_");
   sgd_impl("aten::_fused_sgd_", p, g, bufs, lr, nullptr,
            {weight_decay, momentum, dampening, nesterov, maximize, first_step}, grad_scale, found_inf);
 }
@@ -122,14 +119,13 @@ void fused_sgd(at::TensorList p, at::TensorList g, at::TensorList bufs, double w
 void fused_sgd_tensor_lr(at::TensorList p, at::TensorList g, at::TensorList bufs, double weight_decay,
                          double momentum, const at::Tensor& lr, double dampening, bool nesterov, bool maximize,
                          bool first_step, const OptTensor& grad_scale, const OptTensor& found_inf) {
-  TPU_COUNT("aten::_fused_sgd_.tensor_lr");
   sgd_impl("aten::_fused_sgd_.tensor_lr", p, g, bufs, 0, &lr,
            {weight_decay, momentum, dampening, nesterov, maximize, first_step}, grad_scale, found_inf);
 }
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TPU_KERNELS(m) {
   m.impl("_fused_adam_", TORCH_FN(fused_adam));
   m.impl("_fused_adam_.tensor_lr", TORCH_FN(fused_adam_tensor_lr));
   m.impl("_fused_adamw_", TORCH_FN(fused_adamw));

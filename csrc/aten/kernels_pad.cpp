@@ -1,7 +1,7 @@
 // Edge padding: reflection_pad and replication_pad, 1-D to 3-D, forward and
 // backward, with the argument checks of PyTorch's kernels.
-#include <torch/library.h>
 
+#include "aten/registry.h"
 #include "aten/tensor_ir.h"
 #include "ops/pad.h"
 
@@ -53,7 +53,6 @@ ops::EdgePads check_forward(const char* op, EdgePad mode, const at::Tensor& self
 at::Tensor pad_impl(const char* op, EdgePad mode, int64_t nsp, const at::Tensor& self, c10::SymIntArrayRef padding,
                     const at::Tensor* out) {
   ops::EdgePads pads = check_forward(op, mode, self, concrete(padding), nsp);
-  if (out) check_same_device(op, self.device(), {out});
   Kernel k(op, self);
   at::Tensor result = k.result(ops::edge_pad(k.b(), k.in(self), pads, mode), self.scalar_type(), out);
   k.run();
@@ -72,8 +71,6 @@ at::Tensor pad_backward_impl(const char* op, EdgePad mode, int64_t nsp, const at
               "D input, but got: ", self.sizes());
   TORCH_CHECK(grad.dim() == self.dim(), op, ": grad_output ", grad.sizes(), " and input ", self.sizes(),
               " differ in rank");
-  check_same_device(op, self.device(), {&grad});
-  if (grad_input) check_same_device(op, self.device(), {grad_input});
   static const char* labels[] = {"width", "height", "depth"};
   for (int64_t d = 0; d < self.dim() - nsp; ++d)
     TORCH_CHECK(grad.size(d) == self.size(d), op, ": grad_output ", grad.sizes(), " does not match input ",
@@ -93,25 +90,16 @@ at::Tensor pad_backward_impl(const char* op, EdgePad mode, int64_t nsp, const at
   return result;
 }
 
-#define TPU_PAD_KERNELS(NAME, MODE, NSP)                                                                          \
-  at::Tensor NAME(const at::Tensor& s, c10::SymIntArrayRef p) {                                                   \
-    TPU_COUNT("aten::" #NAME);                                                                                    \
-    return pad_impl("aten::" #NAME, MODE, NSP, s, p, nullptr);                                                    \
-  }                                                                                                               \
-  at::Tensor& NAME##_out(const at::Tensor& s, c10::SymIntArrayRef p, at::Tensor& out) {                           \
-    TPU_COUNT("aten::" #NAME ".out");                                                                             \
-    pad_impl("aten::" #NAME ".out", MODE, NSP, s, p, &out);                                                       \
-    return out;                                                                                                   \
-  }                                                                                                               \
-  at::Tensor NAME##_backward(const at::Tensor& g, const at::Tensor& s, c10::SymIntArrayRef p) {                   \
-    TPU_COUNT("aten::" #NAME "_backward");                                                                        \
-    return pad_backward_impl("aten::" #NAME "_backward", MODE, NSP, g, s, p, nullptr);                            \
-  }                                                                                                               \
-  at::Tensor& NAME##_backward_out(const at::Tensor& g, const at::Tensor& s, c10::SymIntArrayRef p,                \
-                                  at::Tensor& gi) {                                                               \
-    TPU_COUNT("aten::" #NAME "_backward.grad_input");                                                             \
-    pad_backward_impl("aten::" #NAME "_backward.grad_input", MODE, NSP, g, s, p, &gi);                            \
-    return gi;                                                                                                    \
+// The out= kernels of a padding mode and its backward (functional forms derived).
+#define TPU_PAD_KERNELS(NAME, MODE, NSP)                                                           \
+  at::Tensor& NAME##_out(const at::Tensor& s, c10::SymIntArrayRef p, at::Tensor& out) {            \
+    pad_impl("aten::" #NAME ".out", MODE, NSP, s, p, &out);                                        \
+    return out;                                                                                    \
+  }                                                                                                \
+  at::Tensor& NAME##_backward_out(const at::Tensor& g, const at::Tensor& s, c10::SymIntArrayRef p, \
+                                  at::Tensor& gi) {                                                \
+    pad_backward_impl("aten::" #NAME "_backward.grad_input", MODE, NSP, g, s, p, &gi);             \
+    return gi;                                                                                     \
   }
 
 TPU_PAD_KERNELS(reflection_pad1d, EdgePad::kReflect, 1)
@@ -124,31 +112,22 @@ TPU_PAD_KERNELS(replication_pad3d, EdgePad::kReplicate, 3)
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("reflection_pad1d", TORCH_FN(reflection_pad1d));
-  m.impl("reflection_pad1d.out", TORCH_FN(reflection_pad1d_out));
-  m.impl("reflection_pad1d_backward", TORCH_FN(reflection_pad1d_backward));
-  m.impl("reflection_pad1d_backward.grad_input", TORCH_FN(reflection_pad1d_backward_out));
-  m.impl("reflection_pad2d", TORCH_FN(reflection_pad2d));
-  m.impl("reflection_pad2d.out", TORCH_FN(reflection_pad2d_out));
-  m.impl("reflection_pad2d_backward", TORCH_FN(reflection_pad2d_backward));
-  m.impl("reflection_pad2d_backward.grad_input", TORCH_FN(reflection_pad2d_backward_out));
-  m.impl("reflection_pad3d", TORCH_FN(reflection_pad3d));
-  m.impl("reflection_pad3d.out", TORCH_FN(reflection_pad3d_out));
-  m.impl("reflection_pad3d_backward", TORCH_FN(reflection_pad3d_backward));
-  m.impl("reflection_pad3d_backward.grad_input", TORCH_FN(reflection_pad3d_backward_out));
-  m.impl("replication_pad1d", TORCH_FN(replication_pad1d));
-  m.impl("replication_pad1d.out", TORCH_FN(replication_pad1d_out));
-  m.impl("replication_pad1d_backward", TORCH_FN(replication_pad1d_backward));
-  m.impl("replication_pad1d_backward.grad_input", TORCH_FN(replication_pad1d_backward_out));
-  m.impl("replication_pad2d", TORCH_FN(replication_pad2d));
-  m.impl("replication_pad2d.out", TORCH_FN(replication_pad2d_out));
-  m.impl("replication_pad2d_backward", TORCH_FN(replication_pad2d_backward));
-  m.impl("replication_pad2d_backward.grad_input", TORCH_FN(replication_pad2d_backward_out));
-  m.impl("replication_pad3d", TORCH_FN(replication_pad3d));
-  m.impl("replication_pad3d.out", TORCH_FN(replication_pad3d_out));
-  m.impl("replication_pad3d_backward", TORCH_FN(replication_pad3d_backward));
-  m.impl("replication_pad3d_backward.grad_input", TORCH_FN(replication_pad3d_backward_out));
+TPU_KERNELS(m) {
+  m.out("reflection_pad1d.out", TORCH_FN(reflection_pad1d_out), "reflection_pad1d");
+  m.out("reflection_pad1d_backward.grad_input", TORCH_FN(reflection_pad1d_backward_out), "reflection_pad1d_backward");
+  m.out("reflection_pad2d.out", TORCH_FN(reflection_pad2d_out), "reflection_pad2d");
+  m.out("reflection_pad2d_backward.grad_input", TORCH_FN(reflection_pad2d_backward_out), "reflection_pad2d_backward");
+  m.out("reflection_pad3d.out", TORCH_FN(reflection_pad3d_out), "reflection_pad3d");
+  m.out("reflection_pad3d_backward.grad_input", TORCH_FN(reflection_pad3d_backward_out), "reflection_pad3d_backward");
+  m.out("replication_pad1d.out", TORCH_FN(replication_pad1d_out), "replication_pad1d");
+  m.out("replication_pad1d_backward.grad_input", TORCH_FN(replication_pad1d_backward_out),
+        "replication_pad1d_backward");
+  m.out("replication_pad2d.out", TORCH_FN(replication_pad2d_out), "replication_pad2d");
+  m.out("replication_pad2d_backward.grad_input", TORCH_FN(replication_pad2d_backward_out),
+        "replication_pad2d_backward");
+  m.out("replication_pad3d.out", TORCH_FN(replication_pad3d_out), "replication_pad3d");
+  m.out("replication_pad3d_backward.grad_input", TORCH_FN(replication_pad3d_backward_out),
+        "replication_pad3d_backward");
 }
 
 }  // namespace torchtpu::aten

@@ -2,8 +2,8 @@
 // col2im (nn.functional.fold, unfold's backward) and channel_shuffle, with
 // the argument checks of PyTorch's kernels (im2col_shape_check.h).
 #include <ATen/native/im2col_shape_check.h>
-#include <torch/library.h>
 
+#include "aten/registry.h"
 #include "aten/tensor_ir.h"
 #include "ops/patches.h"
 
@@ -26,7 +26,6 @@ at::Tensor im2col_impl(const char* op, const at::Tensor& self, at::IntArrayRef k
               "batch size and other non-zero dimensions for input, but got: ", self.sizes());
   at::native::im2col_shape_check(self, at::Tensor(), p.kernel[0], p.kernel[1], p.dilation[0], p.dilation[1],
                                  p.padding[0], p.padding[1], p.stride[0], p.stride[1]);
-  if (out) check_same_device(op, self.device(), {out});
   const bool batched = self.dim() == 4;
   Kernel k(op, self);
   Value x = k.in(self);
@@ -49,7 +48,6 @@ at::Tensor col2im_impl(const char* op, const at::Tensor& self, c10::SymIntArrayR
               "possibly 0 batch size and non-zero dimensions for input, but got: ", self.sizes());
   at::native::col2im_shape_check(self, at::Tensor(), size[0], size[1], p.kernel[0], p.kernel[1], p.dilation[0],
                                  p.dilation[1], p.padding[0], p.padding[1], p.stride[0], p.stride[1]);
-  if (out) check_same_device(op, self.device(), {out});
   const bool batched = self.dim() == 3;
   Kernel k(op, self);
   Value x = k.in(self);
@@ -68,53 +66,30 @@ at::Tensor channel_shuffle_impl(const char* op, const at::Tensor& self, c10::Sym
   TORCH_CHECK(groups > 0, op, ": Number of groups to divide channels in must be positive. Value of groups:", groups);
   TORCH_CHECK(self.size(1) % groups == 0, op, ": Number of channels must be divisible by groups. Got ",
               self.size(1), " channels and ", groups, " groups.");
-  if (out) check_same_device(op, self.device(), {out});
   Kernel k(op, self);
   at::Tensor result = k.result(ops::channel_shuffle(k.b(), k.in(self), groups), self.scalar_type(), out);
   k.run();
   return result;
 }
 
-at::Tensor channel_shuffle(const at::Tensor& s, c10::SymInt g) {
-  TPU_COUNT("aten::channel_shuffle");
-  return channel_shuffle_impl("aten::channel_shuffle", s, std::move(g), nullptr);
-}
 at::Tensor& channel_shuffle_out(const at::Tensor& s, c10::SymInt g, at::Tensor& out) {
-  TPU_COUNT("aten::channel_shuffle.out");
-  channel_shuffle_impl("aten::channel_shuffle.out", s, std::move(g), &out);
-  return out;
-}
-at::Tensor col2im(const at::Tensor& s, c10::SymIntArrayRef o, at::IntArrayRef k, at::IntArrayRef d,
-                  at::IntArrayRef p, at::IntArrayRef st) {
-  TPU_COUNT("aten::col2im");
-  return col2im_impl("aten::col2im", s, o, k, d, p, st, nullptr);
+  return handed(out, channel_shuffle_impl("aten::channel_shuffle.out", s, std::move(g), given(out)));
 }
 at::Tensor& col2im_out(const at::Tensor& s, c10::SymIntArrayRef o, at::IntArrayRef k, at::IntArrayRef d,
                        at::IntArrayRef p, at::IntArrayRef st, at::Tensor& out) {
-  TPU_COUNT("aten::col2im.out");
-  col2im_impl("aten::col2im.out", s, o, k, d, p, st, &out);
-  return out;
-}
-at::Tensor im2col(const at::Tensor& s, at::IntArrayRef k, at::IntArrayRef d, at::IntArrayRef p, at::IntArrayRef st) {
-  TPU_COUNT("aten::im2col");
-  return im2col_impl("aten::im2col", s, k, d, p, st, nullptr);
+  return handed(out, col2im_impl("aten::col2im.out", s, o, k, d, p, st, given(out)));
 }
 at::Tensor& im2col_out(const at::Tensor& s, at::IntArrayRef k, at::IntArrayRef d, at::IntArrayRef p,
                        at::IntArrayRef st, at::Tensor& out) {
-  TPU_COUNT("aten::im2col.out");
-  im2col_impl("aten::im2col.out", s, k, d, p, st, &out);
-  return out;
+  return handed(out, im2col_impl("aten::im2col.out", s, k, d, p, st, given(out)));
 }
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("channel_shuffle", TORCH_FN(channel_shuffle));
-  m.impl("channel_shuffle.out", TORCH_FN(channel_shuffle_out));
-  m.impl("col2im", TORCH_FN(col2im));
-  m.impl("col2im.out", TORCH_FN(col2im_out));
-  m.impl("im2col", TORCH_FN(im2col));
-  m.impl("im2col.out", TORCH_FN(im2col_out));
+TPU_KERNELS(m) {
+  m.out("channel_shuffle.out", TORCH_FN(channel_shuffle_out), "channel_shuffle");
+  m.out("col2im.out", TORCH_FN(col2im_out), "col2im");
+  m.out("im2col.out", TORCH_FN(im2col_out), "im2col");
 }
 
 }  // namespace torchtpu::aten

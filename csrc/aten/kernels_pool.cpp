@@ -3,8 +3,8 @@
 // through PyTorch's composites), forward and backward, with the argument
 // checks of PyTorch's CPU kernels.
 #include <c10/core/SymIntArrayRef.h>
-#include <torch/library.h>
 
+#include "aten/registry.h"
 #include "aten/tensor_ir.h"
 #include "ops/pool.h"
 
@@ -74,7 +74,6 @@ at::Tensor max_pool_backward_impl(const char* op, size_t nsp, const at::Tensor& 
                                   at::IntArrayRef dilation, bool ceil_mode, const at::Tensor& indices,
                                   const at::Tensor* grad_input) {
   ops::PoolParams p = pool_params(op, self, nsp, kernel, stride, padding, dilation, ceil_mode);
-  check_same_device(op, self.device(), {&grad, &indices});
   TORCH_CHECK(grad.sizes() == indices.sizes(), op, ": grad_output ", grad.sizes(), " and indices ", indices.sizes(),
               " differ in shape");
   Kernel k(op, self);
@@ -87,49 +86,33 @@ at::Tensor max_pool_backward_impl(const char* op, size_t nsp, const at::Tensor& 
 
 std::tuple<at::Tensor, at::Tensor> max_pool2d(const at::Tensor& s, at::IntArrayRef k, at::IntArrayRef st,
                                               at::IntArrayRef p, at::IntArrayRef d, bool c) {
-  TPU_COUNT("aten::max_pool2d_with_indices");
   return max_pool_impl("aten::max_pool2d_with_indices", 2, s, k, st, p, d, c, nullptr, nullptr);
 }
 std::tuple<at::Tensor&, at::Tensor&> max_pool2d_out(const at::Tensor& s, at::IntArrayRef k, at::IntArrayRef st,
                                                     at::IntArrayRef p, at::IntArrayRef d, bool c, at::Tensor& out,
                                                     at::Tensor& idx) {
-  TPU_COUNT("aten::max_pool2d_with_indices.out");
   max_pool_impl("aten::max_pool2d_with_indices.out", 2, s, k, st, p, d, c, &out, &idx);
   return {out, idx};
-}
-at::Tensor max_pool2d_backward(const at::Tensor& g, const at::Tensor& s, at::IntArrayRef k, at::IntArrayRef st,
-                               at::IntArrayRef p, at::IntArrayRef d, bool c, const at::Tensor& idx) {
-  TPU_COUNT("aten::max_pool2d_with_indices_backward");
-  return max_pool_backward_impl("aten::max_pool2d_with_indices_backward", 2, g, s, k, st, p, d, c, idx, nullptr);
 }
 at::Tensor& max_pool2d_backward_out(const at::Tensor& g, const at::Tensor& s, at::IntArrayRef k, at::IntArrayRef st,
                                     at::IntArrayRef p, at::IntArrayRef d, bool c, const at::Tensor& idx,
                                     at::Tensor& gi) {
-  TPU_COUNT("aten::max_pool2d_with_indices_backward.grad_input");
   max_pool_backward_impl("aten::max_pool2d_with_indices_backward", 2, g, s, k, st, p, d, c, idx, &gi);
   return gi;
 }
 std::tuple<at::Tensor, at::Tensor> max_pool3d(const at::Tensor& s, at::IntArrayRef k, at::IntArrayRef st,
                                               at::IntArrayRef p, at::IntArrayRef d, bool c) {
-  TPU_COUNT("aten::max_pool3d_with_indices");
   return max_pool_impl("aten::max_pool3d_with_indices", 3, s, k, st, p, d, c, nullptr, nullptr);
 }
 std::tuple<at::Tensor&, at::Tensor&> max_pool3d_out(const at::Tensor& s, at::IntArrayRef k, at::IntArrayRef st,
                                                     at::IntArrayRef p, at::IntArrayRef d, bool c, at::Tensor& out,
                                                     at::Tensor& idx) {
-  TPU_COUNT("aten::max_pool3d_with_indices.out");
   max_pool_impl("aten::max_pool3d_with_indices.out", 3, s, k, st, p, d, c, &out, &idx);
   return {out, idx};
-}
-at::Tensor max_pool3d_backward(const at::Tensor& g, const at::Tensor& s, at::IntArrayRef k, at::IntArrayRef st,
-                               at::IntArrayRef p, at::IntArrayRef d, bool c, const at::Tensor& idx) {
-  TPU_COUNT("aten::max_pool3d_with_indices_backward");
-  return max_pool_backward_impl("aten::max_pool3d_with_indices_backward", 3, g, s, k, st, p, d, c, idx, nullptr);
 }
 at::Tensor& max_pool3d_backward_out(const at::Tensor& g, const at::Tensor& s, at::IntArrayRef k, at::IntArrayRef st,
                                     at::IntArrayRef p, at::IntArrayRef d, bool c, const at::Tensor& idx,
                                     at::Tensor& gi) {
-  TPU_COUNT("aten::max_pool3d_with_indices_backward.grad_input");
   max_pool_backward_impl("aten::max_pool3d_with_indices_backward", 3, g, s, k, st, p, d, c, idx, &gi);
   return gi;
 }
@@ -165,7 +148,6 @@ at::Tensor avg_pool_backward_impl(const char* op, size_t nsp, const at::Tensor& 
   ops::PoolParams p = pool_params(op, self, nsp, kernel, stride, padding, {}, ceil_mode);
   check_float(op, self);
   check_divisor(op, divisor);
-  check_same_device(op, self.device(), {&grad});
   ir::Dims out = ops::pool_output_spatial(to_dims(self.sizes()), p);
   TORCH_CHECK(ir::Dims(grad.sizes().end() - nsp, grad.sizes().end()) == out && grad.dim() == self.dim(), op,
               ": grad_output has shape ", grad.sizes(), ", expected spatial sizes ", ops::shape_str(out));
@@ -177,47 +159,23 @@ at::Tensor avg_pool_backward_impl(const char* op, size_t nsp, const at::Tensor& 
   return result;
 }
 
-at::Tensor avg_pool2d(const at::Tensor& s, at::IntArrayRef k, at::IntArrayRef st, at::IntArrayRef p, bool c,
-                      bool inc, std::optional<int64_t> div) {
-  TPU_COUNT("aten::avg_pool2d");
-  return avg_pool_impl("aten::avg_pool2d", 2, s, k, st, p, c, inc, div, nullptr);
-}
 at::Tensor& avg_pool2d_out(const at::Tensor& s, at::IntArrayRef k, at::IntArrayRef st, at::IntArrayRef p, bool c,
                            bool inc, std::optional<int64_t> div, at::Tensor& out) {
-  TPU_COUNT("aten::avg_pool2d.out");
   avg_pool_impl("aten::avg_pool2d.out", 2, s, k, st, p, c, inc, div, &out);
   return out;
 }
-at::Tensor avg_pool2d_backward(const at::Tensor& g, const at::Tensor& s, at::IntArrayRef k, at::IntArrayRef st,
-                               at::IntArrayRef p, bool c, bool inc, std::optional<int64_t> div) {
-  TPU_COUNT("aten::avg_pool2d_backward");
-  return avg_pool_backward_impl("aten::avg_pool2d_backward", 2, g, s, k, st, p, c, inc, div, nullptr);
-}
 at::Tensor& avg_pool2d_backward_out(const at::Tensor& g, const at::Tensor& s, at::IntArrayRef k, at::IntArrayRef st,
                                     at::IntArrayRef p, bool c, bool inc, std::optional<int64_t> div, at::Tensor& gi) {
-  TPU_COUNT("aten::avg_pool2d_backward.grad_input");
   avg_pool_backward_impl("aten::avg_pool2d_backward", 2, g, s, k, st, p, c, inc, div, &gi);
   return gi;
 }
-at::Tensor avg_pool3d(const at::Tensor& s, at::IntArrayRef k, at::IntArrayRef st, at::IntArrayRef p, bool c,
-                      bool inc, std::optional<int64_t> div) {
-  TPU_COUNT("aten::avg_pool3d");
-  return avg_pool_impl("aten::avg_pool3d", 3, s, k, st, p, c, inc, div, nullptr);
-}
 at::Tensor& avg_pool3d_out(const at::Tensor& s, at::IntArrayRef k, at::IntArrayRef st, at::IntArrayRef p, bool c,
                            bool inc, std::optional<int64_t> div, at::Tensor& out) {
-  TPU_COUNT("aten::avg_pool3d.out");
   avg_pool_impl("aten::avg_pool3d.out", 3, s, k, st, p, c, inc, div, &out);
   return out;
 }
-at::Tensor avg_pool3d_backward(const at::Tensor& g, const at::Tensor& s, at::IntArrayRef k, at::IntArrayRef st,
-                               at::IntArrayRef p, bool c, bool inc, std::optional<int64_t> div) {
-  TPU_COUNT("aten::avg_pool3d_backward");
-  return avg_pool_backward_impl("aten::avg_pool3d_backward", 3, g, s, k, st, p, c, inc, div, nullptr);
-}
 at::Tensor& avg_pool3d_backward_out(const at::Tensor& g, const at::Tensor& s, at::IntArrayRef k, at::IntArrayRef st,
                                     at::IntArrayRef p, bool c, bool inc, std::optional<int64_t> div, at::Tensor& gi) {
-  TPU_COUNT("aten::avg_pool3d_backward.grad_input");
   avg_pool_backward_impl("aten::avg_pool3d_backward", 3, g, s, k, st, p, c, inc, div, &gi);
   return gi;
 }
@@ -245,7 +203,6 @@ at::Tensor adaptive_impl(const char* op, size_t nsp, const at::Tensor& self, c10
 at::Tensor adaptive_backward_impl(const char* op, size_t nsp, const at::Tensor& grad, const at::Tensor& self) {
   check_input(op, self, nsp);
   check_float(op, self);
-  check_same_device(op, self.device(), {&grad});
   TORCH_CHECK(grad.dim() == self.dim(), op, ": grad_output and input ranks differ (", grad.sizes(), " and ",
               self.sizes(), ")");
   Kernel k(op, self);
@@ -257,29 +214,23 @@ at::Tensor adaptive_backward_impl(const char* op, size_t nsp, const at::Tensor& 
 }
 
 at::Tensor adaptive_avg_pool2d(const at::Tensor& s, c10::SymIntArrayRef o) {
-  TPU_COUNT("aten::_adaptive_avg_pool2d");
   return adaptive_impl("aten::_adaptive_avg_pool2d", 2, s, o, nullptr);
 }
 at::Tensor& adaptive_avg_pool2d_out(const at::Tensor& s, c10::SymIntArrayRef o, at::Tensor& out) {
-  TPU_COUNT("aten::adaptive_avg_pool2d.out");
   adaptive_impl("aten::adaptive_avg_pool2d.out", 2, s, o, &out);
   return out;
 }
 at::Tensor adaptive_avg_pool2d_backward(const at::Tensor& g, const at::Tensor& s) {
-  TPU_COUNT("aten::_adaptive_avg_pool2d_backward");
   return adaptive_backward_impl("aten::_adaptive_avg_pool2d_backward", 2, g, s);
 }
 at::Tensor adaptive_avg_pool3d(const at::Tensor& s, c10::SymIntArrayRef o) {
-  TPU_COUNT("aten::_adaptive_avg_pool3d");
   return adaptive_impl("aten::_adaptive_avg_pool3d", 3, s, o, nullptr);
 }
 at::Tensor& adaptive_avg_pool3d_out(const at::Tensor& s, c10::SymIntArrayRef o, at::Tensor& out) {
-  TPU_COUNT("aten::adaptive_avg_pool3d.out");
   adaptive_impl("aten::adaptive_avg_pool3d.out", 3, s, o, &out);
   return out;
 }
 at::Tensor adaptive_avg_pool3d_backward(const at::Tensor& g, const at::Tensor& s) {
-  TPU_COUNT("aten::_adaptive_avg_pool3d_backward");
   return adaptive_backward_impl("aten::_adaptive_avg_pool3d_backward", 3, g, s);
 }
 
@@ -303,7 +254,6 @@ std::tuple<at::Tensor, at::Tensor> adaptive_max_impl(const char* op, size_t nsp,
   for (int64_t o : output_size)
     TORCH_CHECK(o > 0, op, ": elements of output_size must be greater than 0, but got ", output_size);
   check_float(op, self);
-  if (out) check_same_device(op, self.device(), {out, indices});
   Kernel k(op, self);
   ops::MaxPool r = ops::adaptive_max_pool(k.b(), k.in(self), to_dims(output_size));
   at::Tensor v = k.result(r.values, self.scalar_type(), out);
@@ -317,7 +267,6 @@ at::Tensor adaptive_max_backward_impl(const char* op, size_t nsp, const at::Tens
                                       const at::Tensor& indices, const at::Tensor* grad_input) {
   check_nonempty(op, self, nsp);
   check_float(op, self);
-  check_same_device(op, self.device(), {&grad, &indices});
   TORCH_CHECK(grad.sizes() == indices.sizes() && grad.dim() == self.dim(), op, ": grad_output ", grad.sizes(),
               " and indices ", indices.sizes(), " must have the same shape, of the rank of input ", self.sizes());
   TORCH_CHECK(indices.scalar_type() == at::kLong, op, ": indices must be int64, but got ", indices.scalar_type());
@@ -330,42 +279,28 @@ at::Tensor adaptive_max_backward_impl(const char* op, size_t nsp, const at::Tens
 }
 
 std::tuple<at::Tensor, at::Tensor> adaptive_max_pool2d(const at::Tensor& s, at::IntArrayRef o) {
-  TPU_COUNT("aten::adaptive_max_pool2d");
   return adaptive_max_impl("aten::adaptive_max_pool2d", 2, s, o, nullptr, nullptr);
 }
 std::tuple<at::Tensor&, at::Tensor&> adaptive_max_pool2d_out(const at::Tensor& s, at::IntArrayRef o, at::Tensor& out,
                                                              at::Tensor& idx) {
-  TPU_COUNT("aten::adaptive_max_pool2d.out");
   adaptive_max_impl("aten::adaptive_max_pool2d.out", 2, s, o, &out, &idx);
   return {out, idx};
 }
-at::Tensor adaptive_max_pool2d_backward(const at::Tensor& g, const at::Tensor& s, const at::Tensor& idx) {
-  TPU_COUNT("aten::adaptive_max_pool2d_backward");
-  return adaptive_max_backward_impl("aten::adaptive_max_pool2d_backward", 2, g, s, idx, nullptr);
-}
 at::Tensor& adaptive_max_pool2d_backward_out(const at::Tensor& g, const at::Tensor& s, const at::Tensor& idx,
                                              at::Tensor& gi) {
-  TPU_COUNT("aten::adaptive_max_pool2d_backward.grad_input");
   adaptive_max_backward_impl("aten::adaptive_max_pool2d_backward.grad_input", 2, g, s, idx, &gi);
   return gi;
 }
 std::tuple<at::Tensor, at::Tensor> adaptive_max_pool3d(const at::Tensor& s, at::IntArrayRef o) {
-  TPU_COUNT("aten::adaptive_max_pool3d");
   return adaptive_max_impl("aten::adaptive_max_pool3d", 3, s, o, nullptr, nullptr);
 }
 std::tuple<at::Tensor&, at::Tensor&> adaptive_max_pool3d_out(const at::Tensor& s, at::IntArrayRef o, at::Tensor& out,
                                                              at::Tensor& idx) {
-  TPU_COUNT("aten::adaptive_max_pool3d.out");
   adaptive_max_impl("aten::adaptive_max_pool3d.out", 3, s, o, &out, &idx);
   return {out, idx};
 }
-at::Tensor adaptive_max_pool3d_backward(const at::Tensor& g, const at::Tensor& s, const at::Tensor& idx) {
-  TPU_COUNT("aten::adaptive_max_pool3d_backward");
-  return adaptive_max_backward_impl("aten::adaptive_max_pool3d_backward", 3, g, s, idx, nullptr);
-}
 at::Tensor& adaptive_max_pool3d_backward_out(const at::Tensor& g, const at::Tensor& s, const at::Tensor& idx,
                                              at::Tensor& gi) {
-  TPU_COUNT("aten::adaptive_max_pool3d_backward.grad_input");
   adaptive_max_backward_impl("aten::adaptive_max_pool3d_backward.grad_input", 3, g, s, idx, &gi);
   return gi;
 }
@@ -386,8 +321,6 @@ at::Tensor max_unpool_impl(const char* op, size_t nsp, const at::Tensor& self, c
   for (int64_t i = 1; i < self.dim(); ++i)
     TORCH_CHECK(self.size(i) > 0, op, ": Expected input to have non-zero size for non-batch dimensions, but got ",
                 self.sizes(), " with dimension ", i, " being empty.");
-  check_same_device(op, self.device(), {&indices});
-  if (out) check_same_device(op, self.device(), {out});
   ir::Dims osz;
   int64_t plane = 1;
   for (const c10::SymInt& s : output_size) {
@@ -414,24 +347,12 @@ void check_unpool3d(const char* op, at::IntArrayRef stride, at::IntArrayRef padd
               ": strides should be greater than zero, but got stride: ", stride);
 }
 
-at::Tensor max_unpool2d(const at::Tensor& s, const at::Tensor& i, c10::SymIntArrayRef o) {
-  TPU_COUNT("aten::max_unpool2d");
-  return max_unpool_impl("aten::max_unpool2d", 2, s, i, o, nullptr);
-}
 at::Tensor& max_unpool2d_out(const at::Tensor& s, const at::Tensor& i, c10::SymIntArrayRef o, at::Tensor& out) {
-  TPU_COUNT("aten::max_unpool2d.out");
   max_unpool_impl("aten::max_unpool2d.out", 2, s, i, o, &out);
   return out;
 }
-at::Tensor max_unpool3d(const at::Tensor& s, const at::Tensor& i, c10::SymIntArrayRef o, at::IntArrayRef st,
-                        at::IntArrayRef p) {
-  TPU_COUNT("aten::max_unpool3d");
-  check_unpool3d("aten::max_unpool3d", st, p);
-  return max_unpool_impl("aten::max_unpool3d", 3, s, i, o, nullptr);
-}
 at::Tensor& max_unpool3d_out(const at::Tensor& s, const at::Tensor& i, c10::SymIntArrayRef o, at::IntArrayRef st,
                              at::IntArrayRef p, at::Tensor& out) {
-  TPU_COUNT("aten::max_unpool3d.out");
   check_unpool3d("aten::max_unpool3d.out", st, p);
   max_unpool_impl("aten::max_unpool3d.out", 3, s, i, o, &out);
   return out;
@@ -446,7 +367,6 @@ std::tuple<at::Tensor, at::Tensor> fractional_impl(const char* op, size_t nsp, c
   check_float(op, self);
   TORCH_CHECK(kernel.size() == nsp && output_size.size() == nsp, op, ": kernel_size and output_size must have ", nsp,
               " elements");
-  check_same_device(op, self.device(), {&samples, out, indices});
   const int64_t planes = self.numel() / c10::multiply_integers(self.sizes().end() - nsp, self.sizes().end());
   TORCH_CHECK(samples.dim() == 3 && samples.size(-1) == static_cast<int64_t>(nsp) && samples.numel() / nsp == planes,
               op, ": expected random_samples of shape [N, C, ", nsp, "], got ", samples.sizes());
@@ -468,54 +388,41 @@ std::tuple<at::Tensor, at::Tensor> fractional_impl(const char* op, size_t nsp, c
 std::tuple<at::Tensor&, at::Tensor&> fractional_max_pool2d_out(const at::Tensor& s, at::IntArrayRef kernel,
                                                                at::IntArrayRef os, const at::Tensor& samples,
                                                                at::Tensor& out, at::Tensor& idx) {
-  TPU_COUNT("aten::fractional_max_pool2d.output");
   fractional_impl("aten::fractional_max_pool2d", 2, s, kernel, os, samples, &out, &idx);
   return {out, idx};
 }
 std::tuple<at::Tensor&, at::Tensor&> fractional_max_pool3d_out(const at::Tensor& s, at::IntArrayRef kernel,
                                                                at::IntArrayRef os, const at::Tensor& samples,
                                                                at::Tensor& out, at::Tensor& idx) {
-  TPU_COUNT("aten::fractional_max_pool3d.output");
   fractional_impl("aten::fractional_max_pool3d", 3, s, kernel, os, samples, &out, &idx);
   return {out, idx};
 }
 at::Tensor& fractional_max_pool2d_backward_out(const at::Tensor& g, const at::Tensor& s, at::IntArrayRef,
                                                at::IntArrayRef, const at::Tensor& idx, at::Tensor& gi) {
-  TPU_COUNT("aten::fractional_max_pool2d_backward.grad_input");
   adaptive_max_backward_impl("aten::fractional_max_pool2d_backward", 2, g, s, idx, &gi);
   return gi;
 }
-at::Tensor fractional_max_pool3d_backward(const at::Tensor& g, const at::Tensor& s, at::IntArrayRef, at::IntArrayRef,
-                                          const at::Tensor& idx) {
-  TPU_COUNT("aten::fractional_max_pool3d_backward");
-  return adaptive_max_backward_impl("aten::fractional_max_pool3d_backward", 3, g, s, idx, nullptr);
-}
 at::Tensor& fractional_max_pool3d_backward_out(const at::Tensor& g, const at::Tensor& s, at::IntArrayRef,
                                                at::IntArrayRef, const at::Tensor& idx, at::Tensor& gi) {
-  TPU_COUNT("aten::fractional_max_pool3d_backward.grad_input");
   adaptive_max_backward_impl("aten::fractional_max_pool3d_backward", 3, g, s, idx, &gi);
   return gi;
 }
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TPU_KERNELS(m) {
   m.impl("max_pool2d_with_indices", TORCH_FN(max_pool2d));
   m.impl("max_pool2d_with_indices.out", TORCH_FN(max_pool2d_out));
-  m.impl("max_pool2d_with_indices_backward", TORCH_FN(max_pool2d_backward));
-  m.impl("max_pool2d_with_indices_backward.grad_input", TORCH_FN(max_pool2d_backward_out));
+  m.out("max_pool2d_with_indices_backward.grad_input", TORCH_FN(max_pool2d_backward_out),
+        "max_pool2d_with_indices_backward");
   m.impl("max_pool3d_with_indices", TORCH_FN(max_pool3d));
   m.impl("max_pool3d_with_indices.out", TORCH_FN(max_pool3d_out));
-  m.impl("max_pool3d_with_indices_backward", TORCH_FN(max_pool3d_backward));
-  m.impl("max_pool3d_with_indices_backward.grad_input", TORCH_FN(max_pool3d_backward_out));
-  m.impl("avg_pool2d", TORCH_FN(avg_pool2d));
-  m.impl("avg_pool2d.out", TORCH_FN(avg_pool2d_out));
-  m.impl("avg_pool2d_backward", TORCH_FN(avg_pool2d_backward));
-  m.impl("avg_pool2d_backward.grad_input", TORCH_FN(avg_pool2d_backward_out));
-  m.impl("avg_pool3d", TORCH_FN(avg_pool3d));
-  m.impl("avg_pool3d.out", TORCH_FN(avg_pool3d_out));
-  m.impl("avg_pool3d_backward", TORCH_FN(avg_pool3d_backward));
-  m.impl("avg_pool3d_backward.grad_input", TORCH_FN(avg_pool3d_backward_out));
+  m.out("max_pool3d_with_indices_backward.grad_input", TORCH_FN(max_pool3d_backward_out),
+        "max_pool3d_with_indices_backward");
+  m.out("avg_pool2d.out", TORCH_FN(avg_pool2d_out), "avg_pool2d");
+  m.out("avg_pool2d_backward.grad_input", TORCH_FN(avg_pool2d_backward_out), "avg_pool2d_backward");
+  m.out("avg_pool3d.out", TORCH_FN(avg_pool3d_out), "avg_pool3d");
+  m.out("avg_pool3d_backward.grad_input", TORCH_FN(avg_pool3d_backward_out), "avg_pool3d_backward");
   m.impl("_adaptive_avg_pool2d", TORCH_FN(adaptive_avg_pool2d));
   m.impl("adaptive_avg_pool2d.out", TORCH_FN(adaptive_avg_pool2d_out));
   m.impl("_adaptive_avg_pool2d_backward", TORCH_FN(adaptive_avg_pool2d_backward));
@@ -524,21 +431,19 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_adaptive_avg_pool3d_backward", TORCH_FN(adaptive_avg_pool3d_backward));
   m.impl("adaptive_max_pool2d", TORCH_FN(adaptive_max_pool2d));
   m.impl("adaptive_max_pool2d.out", TORCH_FN(adaptive_max_pool2d_out));
-  m.impl("adaptive_max_pool2d_backward", TORCH_FN(adaptive_max_pool2d_backward));
-  m.impl("adaptive_max_pool2d_backward.grad_input", TORCH_FN(adaptive_max_pool2d_backward_out));
+  m.out("adaptive_max_pool2d_backward.grad_input", TORCH_FN(adaptive_max_pool2d_backward_out),
+        "adaptive_max_pool2d_backward");
   m.impl("adaptive_max_pool3d", TORCH_FN(adaptive_max_pool3d));
   m.impl("adaptive_max_pool3d.out", TORCH_FN(adaptive_max_pool3d_out));
-  m.impl("adaptive_max_pool3d_backward", TORCH_FN(adaptive_max_pool3d_backward));
-  m.impl("adaptive_max_pool3d_backward.grad_input", TORCH_FN(adaptive_max_pool3d_backward_out));
+  m.out("adaptive_max_pool3d_backward.grad_input", TORCH_FN(adaptive_max_pool3d_backward_out),
+        "adaptive_max_pool3d_backward");
   m.impl("fractional_max_pool2d.output", TORCH_FN(fractional_max_pool2d_out));
   m.impl("fractional_max_pool3d.output", TORCH_FN(fractional_max_pool3d_out));
   m.impl("fractional_max_pool2d_backward.grad_input", TORCH_FN(fractional_max_pool2d_backward_out));
-  m.impl("fractional_max_pool3d_backward", TORCH_FN(fractional_max_pool3d_backward));
-  m.impl("fractional_max_pool3d_backward.grad_input", TORCH_FN(fractional_max_pool3d_backward_out));
-  m.impl("max_unpool2d", TORCH_FN(max_unpool2d));
-  m.impl("max_unpool2d.out", TORCH_FN(max_unpool2d_out));
-  m.impl("max_unpool3d", TORCH_FN(max_unpool3d));
-  m.impl("max_unpool3d.out", TORCH_FN(max_unpool3d_out));
+  m.out("fractional_max_pool3d_backward.grad_input", TORCH_FN(fractional_max_pool3d_backward_out),
+        "fractional_max_pool3d_backward");
+  m.out("max_unpool2d.out", TORCH_FN(max_unpool2d_out), "max_unpool2d");
+  m.out("max_unpool3d.out", TORCH_FN(max_unpool3d_out), "max_unpool3d");
 }
 
 }  // namespace torchtpu::aten

@@ -7,11 +7,11 @@
 // raised at the next sync point.
 #include <ATen/ExpandUtils.h>
 #include <ATen/native/Resize.h>
-#include <torch/library.h>
 
 #include <cmath>
 #include <limits>
 
+#include "aten/registry.h"
 #include "aten/device.h"
 #include "aten/tensor_ir.h"
 #include "ops/random.h"
@@ -71,7 +71,6 @@ void check_floating(const char* name, const at::Tensor& self) {
 }
 
 at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at::Generator> g) {
-  TPU_COUNT("aten::uniform_");
   if (self.numel() == 0) return self;
   Kernel k("aten::uniform_", self);
   Builder& b = k.b();
@@ -89,7 +88,6 @@ at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at:
 }
 
 at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> g) {
-  TPU_COUNT("aten::normal_");
   TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
   if (self.numel() == 0) return self;
   Kernel k("aten::normal_", self);
@@ -105,7 +103,6 @@ at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at:
 }
 
 at::Tensor& bernoulli_(at::Tensor& self, double p, std::optional<at::Generator> g) {
-  TPU_COUNT("aten::bernoulli_.float");
   TORCH_CHECK(p >= 0 && p <= 1, "bernoulli_ expects p to be in [0, 1], but got p=", p);
   if (self.numel() == 0) return self;
   Kernel k("aten::bernoulli_", self);
@@ -119,7 +116,6 @@ at::Tensor& bernoulli_(at::Tensor& self, double p, std::optional<at::Generator> 
 }
 
 std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, double p, std::optional<bool> train) {
-  TPU_COUNT("aten::native_dropout");
   Kernel k("aten::native_dropout", input);
   Builder& b = k.b();
   Value x = k.in(input);
@@ -141,7 +137,6 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
 }
 
 at::Tensor native_dropout_backward(const at::Tensor& grad, const at::Tensor& mask, double scale) {
-  TPU_COUNT("aten::native_dropout_backward");
   Kernel k("aten::native_dropout_backward", grad);
   Builder& b = k.b();
   // grad * mask * scale, as the CPU: integer and bool gradients give the
@@ -165,46 +160,42 @@ at::Tensor native_dropout_backward(const at::Tensor& grad, const at::Tensor& mas
 
 // median + sigma * tan(pi * (u - 1/2)).
 at::Tensor& cauchy_(at::Tensor& self, double median, double sigma, std::optional<at::Generator> g) {
-  TPU_COUNT("aten::cauchy_");
   check_floating("cauchy_", self);
   TORCH_CHECK(sigma > 0.0, "cauchy_ expects sigma > 0.0, but found sigma=", sigma);
   return fill_from_uniform("aten::cauchy_", self, g, [&](Kernel& k, Value u, at::ScalarType ct) {
     Builder& b = k.b();
     const ir::Dims d = b.dims(u);
-    Value t = b.unary("stablehlo.tan", b.mul(b.sub(u, b.constant(to_ir(ct), 0.5, d)), b.constant(to_ir(ct), M_PI, d)));
+    Value t = b.tan(b.mul(b.sub(u, b.constant(to_ir(ct), 0.5, d)), b.constant(to_ir(ct), M_PI, d)));
     return b.add(b.broadcast_to(k.scalar(median, ct), d), b.mul(b.broadcast_to(k.scalar(sigma, ct), d), t));
   });
 }
 
 // -log(1 - u) / lambda: positive and finite.
 at::Tensor& exponential_(at::Tensor& self, double lambd, std::optional<at::Generator> g) {
-  TPU_COUNT("aten::exponential_");
   check_floating("exponential_", self);
   TORCH_CHECK(lambd > 0.0, "exponential_ expects lambda > 0.0, but found lambda=", lambd);
   return fill_from_uniform("aten::exponential_", self, g, [&](Kernel& k, Value u, at::ScalarType ct) {
     Builder& b = k.b();
     const ir::Dims d = b.dims(u);
-    Value e = b.neg(b.unary("stablehlo.log_plus_one", b.neg(u)));
+    Value e = b.neg(b.log1p(b.neg(u)));
     return b.div(e, b.broadcast_to(k.scalar(lambd, ct), d));
   });
 }
 
 // ceil(log(u) / log(1 - p)): the number of trials up to the first success (>= 1).
 at::Tensor& geometric_(at::Tensor& self, double p, std::optional<at::Generator> g) {
-  TPU_COUNT("aten::geometric_");
   TORCH_CHECK(0 < p && p < 1, "geometric_ expects p to be in (0, 1), but got p=", p);
   TORCH_CHECK(self.scalar_type() != at::kBool, "geometric_ is not implemented for 'Bool'");
   return fill_from_uniform("aten::geometric_", self, g, [&](Kernel& k, Value u, at::ScalarType ct) {
     Builder& b = k.b();
     const ir::Dims d = b.dims(u);
     Value r = b.div(b.log(u), b.broadcast_to(k.scalar(std::log1p(-p), ct), d));
-    return b.max(b.unary("stablehlo.ceil", r), b.constant(to_ir(ct), 1, d));
+    return b.max(b.ceil(r), b.constant(to_ir(ct), 1, d));
   });
 }
 
 // exp(mean + std * z).
 at::Tensor& log_normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> g) {
-  TPU_COUNT("aten::log_normal_");
   check_floating("log_normal_", self);
   TORCH_CHECK(std > 0.0, "log_normal_ expects std > 0.0, but found std=", std);
   if (self.numel() == 0) return self;
@@ -232,7 +223,6 @@ at::Tensor normal_impl(const char* op, const at::Tensor* mean_t, double mean, co
                                                 : ref.sizes().vec();
   const at::ScalarType st = out ? out->scalar_type() : ref.scalar_type();
   TORCH_CHECK(at::isFloatingType(st), "normal expects floating-point outputs, got ", st);
-  check_same_device(op, ref.device(), {mean_t, std_t, out});
   Kernel k(op, ref.device());
   Builder& b = k.b();
   const ir::Dims d(shape.begin(), shape.end());
@@ -257,28 +247,22 @@ at::Tensor normal_impl(const char* op, const at::Tensor* mean_t, double mean, co
 }
 
 at::Tensor normal_tf(const at::Tensor& mean, double std, std::optional<at::Generator> g) {
-  TPU_COUNT("aten::normal.Tensor_float");
   return normal_impl("aten::normal.Tensor_float", &mean, 0, nullptr, std, g, nullptr);
 }
 at::Tensor& normal_tf_out(const at::Tensor& mean, double std, std::optional<at::Generator> g, at::Tensor& out) {
-  TPU_COUNT("aten::normal.Tensor_float_out");
   return normal_impl("aten::normal.Tensor_float_out", &mean, 0, nullptr, std, g, &out), out;
 }
 at::Tensor normal_ft(double mean, const at::Tensor& std, std::optional<at::Generator> g) {
-  TPU_COUNT("aten::normal.float_Tensor");
   return normal_impl("aten::normal.float_Tensor", nullptr, mean, &std, 0, g, nullptr);
 }
 at::Tensor& normal_ft_out(double mean, const at::Tensor& std, std::optional<at::Generator> g, at::Tensor& out) {
-  TPU_COUNT("aten::normal.float_Tensor_out");
   return normal_impl("aten::normal.float_Tensor_out", nullptr, mean, &std, 0, g, &out), out;
 }
 at::Tensor normal_tt(const at::Tensor& mean, const at::Tensor& std, std::optional<at::Generator> g) {
-  TPU_COUNT("aten::normal.Tensor_Tensor");
   return normal_impl("aten::normal.Tensor_Tensor", &mean, 0, &std, 0, g, nullptr);
 }
 at::Tensor& normal_tt_out(const at::Tensor& mean, const at::Tensor& std, std::optional<at::Generator> g,
                           at::Tensor& out) {
-  TPU_COUNT("aten::normal.Tensor_Tensor_out");
   return normal_impl("aten::normal.Tensor_Tensor_out", &mean, 0, &std, 0, g, &out), out;
 }
 
@@ -286,7 +270,6 @@ at::Tensor& normal_tt_out(const at::Tensor& mean, const at::Tensor& std, std::op
 
 // u < p, with p in [0, 1] checked on the device (as the CPU's assert).
 void bernoulli_into(const char* op, const at::Tensor& p, const at::Tensor& dst, const std::optional<at::Generator>& g) {
-  check_same_device(op, dst.device(), {&p});
   TORCH_CHECK(at::isFloatingType(p.scalar_type()), op, ": expected a floating-point probability tensor, got ",
               p.scalar_type());
   if (dst.numel() == 0) return;
@@ -303,7 +286,6 @@ void bernoulli_into(const char* op, const at::Tensor& p, const at::Tensor& dst, 
 }
 
 at::Tensor& bernoulli_tensor_(at::Tensor& self, const at::Tensor& p, std::optional<at::Generator> g) {
-  TPU_COUNT("aten::bernoulli_.Tensor");
   at::infer_size(self.sizes(), p.sizes());  // p must broadcast to self
   TORCH_CHECK(at::is_expandable_to(p.sizes(), self.sizes()), "bernoulli_: p of shape ", p.sizes(),
               " cannot be broadcast to self of shape ", self.sizes());
@@ -311,13 +293,11 @@ at::Tensor& bernoulli_tensor_(at::Tensor& self, const at::Tensor& p, std::option
   return self;
 }
 at::Tensor& bernoulli_out(const at::Tensor& self, std::optional<at::Generator> g, at::Tensor& out) {
-  TPU_COUNT("aten::bernoulli.out");
   at::native::resize_output(out, self.sizes());
   bernoulli_into("aten::bernoulli.out", self, out, g);
   return out;
 }
 at::Tensor bernoulli(const at::Tensor& self, std::optional<at::Generator> g) {
-  TPU_COUNT("aten::bernoulli");
   at::Tensor out = empty_device(self.sizes(), self.scalar_type(), self.device().index());
   bernoulli_into("aten::bernoulli", self, out, g);
   return out;
@@ -341,7 +321,7 @@ at::Tensor& random_range(const char* op, at::Tensor& self, int64_t from, uint64_
   auto bits64 = [&] {
     Value hi = b.convert(ops::random_bits(b, k0, k1, d, 1), DType::kU64);
     Value lo = b.convert(ops::random_bits(b, k0, k1, d, 2), DType::kU64);
-    return b.binary("stablehlo.or", b.binary("stablehlo.shift_left", hi, b.constant(DType::kU64, 32, d)), lo);
+    return b.logical_or(b.shift_left(hi, b.constant(DType::kU64, 32, d)), lo);
   };
   auto plus_from = [&](Value r) { return b.add(r, b.broadcast_to(k.scalar(from, at::kLong), d)); };
   Value v;
@@ -349,14 +329,14 @@ at::Tensor& random_range(const char* op, at::Tensor& self, int64_t from, uint64_
     v = b.bitcast_convert(bits64(), DType::kS64);
   } else if (range < (uint64_t{1} << 32)) {
     Value bits = ops::random_bits(b, k0, k1, d, 0);
-    Value r = b.binary("stablehlo.remainder", bits, b.broadcast_to(k.scalar(static_cast<int64_t>(range), at::kUInt32), d));
+    Value r = b.rem(bits, b.broadcast_to(k.scalar(static_cast<int64_t>(range), at::kUInt32), d));
     v = plus_from(b.convert(r, DType::kS64));
   } else if (pow2) {  // the top log2(range) bits
     const int log2 = 63 - __builtin_clzll(range);
-    Value r = b.binary("stablehlo.shift_right_logical", bits64(), b.constant(DType::kU64, 64 - log2, d));
+    Value r = b.shift_right_logical(bits64(), b.constant(DType::kU64, 64 - log2, d));
     v = plus_from(b.bitcast_convert(r, DType::kS64));
   } else {
-    Value r = b.binary("stablehlo.remainder", bits64(), b.broadcast_to(k.scalar(static_cast<int64_t>(range), at::kUInt64), d));
+    Value r = b.rem(bits64(), b.broadcast_to(k.scalar(static_cast<int64_t>(range), at::kUInt64), d));
     v = plus_from(b.bitcast_convert(r, DType::kS64));
   }
   k.into(self, self.scalar_type() == at::kBool ? b.compare(v, b.constant(DType::kS64, 0, d), Cmp::kNE) : v);
@@ -395,7 +375,6 @@ void check_in_range(int64_t v, at::ScalarType st, const char* what) {
 }
 
 at::Tensor& random_from_(at::Tensor& self, int64_t from, std::optional<int64_t> to, std::optional<at::Generator> g) {
-  TPU_COUNT("aten::random_.from");
   const at::ScalarType st = self.scalar_type();
   if (to) {
     TORCH_CHECK(from < *to, "random_ expects 'from' to be less than 'to', but got from=", from, " >= to=", *to);
@@ -412,13 +391,11 @@ at::Tensor& random_from_(at::Tensor& self, int64_t from, std::optional<int64_t> 
                       g);
 }
 at::Tensor& random_to_(at::Tensor& self, int64_t to, std::optional<at::Generator> g) {
-  TPU_COUNT("aten::random_.to");
   TORCH_CHECK(0 < to, "random_ expects 'from' to be less than 'to', but got from=0 >= to=", to);
   check_in_range(to - 1, self.scalar_type(), "to - 1");
   return random_range("aten::random_.to", self, 0, static_cast<uint64_t>(to), g);
 }
 at::Tensor& random_all_(at::Tensor& self, std::optional<at::Generator> g) {
-  TPU_COUNT("aten::random_");
   const int64_t m = random_max(self.scalar_type());
   return random_range("aten::random_", self, 0, static_cast<uint64_t>(m) + 1, g);
 }
@@ -426,7 +403,6 @@ at::Tensor& random_all_(at::Tensor& self, std::optional<at::Generator> g) {
 // A uniform permutation: indices sorted by random 32-bit keys (stable, so
 // equal keys keep index order).
 at::Tensor& randperm_out(int64_t n, std::optional<at::Generator> g, at::Tensor& out) {
-  TPU_COUNT("aten::randperm.generator_out");
   TORCH_CHECK(n >= 0, "n must be non-negative, got", n);
   if (at::isFloatingType(out.scalar_type()))
     TORCH_CHECK(n <= random_max(out.scalar_type()) + 1, "n cannot be greater than ", random_max(out.scalar_type()) + 1,
@@ -450,9 +426,7 @@ at::Tensor& randperm_out(int64_t n, std::optional<at::Generator> g, at::Tensor& 
 // draws by PyTorch's binary search on the normalized running sum.
 at::Tensor& multinomial_out(const at::Tensor& self, int64_t n, bool replacement, std::optional<at::Generator> g,
                             at::Tensor& out) {
-  TPU_COUNT("aten::multinomial.out");
   const char* op = "aten::multinomial";
-  check_same_device(op, self.device(), {&out});
   TORCH_CHECK(self.dim() > 0 && self.dim() <= 2, "prob_dist must be 1 or 2 dim");
   TORCH_CHECK(at::isFloatingType(self.scalar_type()), "multinomial only supports floating-point dtypes for input, got: ",
               self.scalar_type());
@@ -499,14 +473,13 @@ at::Tensor& multinomial_out(const at::Tensor& self, int64_t n, bool replacement,
 }
 
 at::Tensor multinomial(const at::Tensor& self, int64_t n, bool replacement, std::optional<at::Generator> g) {
-  TPU_COUNT("aten::multinomial");
   at::Tensor out = empty_device({0}, at::kLong, self.device().index());
   return multinomial_out(self, n, replacement, g, out);
 }
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TPU_KERNELS(m) {
   m.impl("uniform_", TORCH_FN(uniform_));
   m.impl("normal_", TORCH_FN(normal_));
   m.impl("normal.Tensor_float", TORCH_FN(normal_tf));

@@ -5,8 +5,8 @@
 #include <ATen/ops/_assert_async.h>
 #include <ATen/ops/nanquantile_native.h>
 #include <ATen/ops/quantile_native.h>
-#include <torch/library.h>
 
+#include "aten/registry.h"
 #include "aten/reduce_dims.h"
 
 namespace torchtpu::aten {
@@ -63,16 +63,9 @@ at::Tensor sum_impl(const at::Tensor& self, at::OptionalIntArrayRef dim, bool ke
   k.run();
   return result;
 }
-at::Tensor sum_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
-                   std::optional<at::ScalarType> dtype) {
-  TPU_COUNT("aten::sum.dim_IntList");
-  return sum_impl(self, dim, keepdim, dtype, nullptr);
-}
 at::Tensor& sum_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                     std::optional<at::ScalarType> dtype, at::Tensor& out) {
-  TPU_COUNT("aten::sum.IntList_out");
-  sum_impl(self, dim, keepdim, dtype, &out);
-  return out;
+  return handed(out, sum_impl(self, dim, keepdim, dtype, given(out)));
 }
 
 at::Tensor mean_impl(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
@@ -92,16 +85,9 @@ at::Tensor mean_impl(const at::Tensor& self, at::OptionalIntArrayRef dim, bool k
   k.run();
   return result;
 }
-at::Tensor mean_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
-                    std::optional<at::ScalarType> dtype) {
-  TPU_COUNT("aten::mean.dim");
-  return mean_impl(self, dim, keepdim, dtype, nullptr);
-}
 at::Tensor& mean_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                      std::optional<at::ScalarType> dtype, at::Tensor& out) {
-  TPU_COUNT("aten::mean.out");
-  mean_impl(self, dim, keepdim, dtype, &out);
-  return out;
+  return handed(out, mean_impl(self, dim, keepdim, dtype, given(out)));
 }
 
 at::Tensor extreme(const char* op, bool is_max, const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
@@ -114,39 +100,21 @@ at::Tensor extreme(const char* op, bool is_max, const at::Tensor& self, at::Opti
   Value x = k.in(self);
   Value r = is_max ? k.b().reduce_max(x, dims) : k.b().reduce_min(x, dims);
   r = keep(k.b(), r, self, dims, keepdim);
-  at::Tensor result;
-  if (out) {
-    k.into_resized(*out, r);
-    result = *out;
-  } else {
-    result = k.out(r, self.scalar_type());
-  }
+  at::Tensor result = k.result(r, self.scalar_type(), out);
   k.run();
   return result;
 }
-at::Tensor amax(const at::Tensor& s, at::IntArrayRef dim, bool keepdim) {
-  TPU_COUNT("aten::amax");
-  return extreme("aten::amax", true, s, dim, keepdim, nullptr);
-}
 at::Tensor& amax_out(const at::Tensor& s, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
-  extreme("aten::amax.out", true, s, dim, keepdim, &out);
-  return out;
-}
-at::Tensor amin(const at::Tensor& s, at::IntArrayRef dim, bool keepdim) {
-  TPU_COUNT("aten::amin");
-  return extreme("aten::amin", false, s, dim, keepdim, nullptr);
+  return handed(out, extreme("aten::amax.out", true, s, dim, keepdim, given(out)));
 }
 at::Tensor& amin_out(const at::Tensor& s, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
-  extreme("aten::amin.out", false, s, dim, keepdim, &out);
-  return out;
+  return handed(out, extreme("aten::amin.out", false, s, dim, keepdim, given(out)));
 }
 at::Tensor max_all(const at::Tensor& s) {
-  TPU_COUNT("aten::max");
   TORCH_CHECK(s.numel() > 0, "max(): Expected reduction dim to be specified for input.numel() == 0.");
   return extreme("aten::max", true, s, std::nullopt, false, nullptr);
 }
 at::Tensor min_all(const at::Tensor& s) {
-  TPU_COUNT("aten::min");
   TORCH_CHECK(s.numel() > 0, "min(): Expected reduction dim to be specified for input.numel() == 0.");
   return extreme("aten::min", false, s, std::nullopt, false, nullptr);
 }
@@ -157,7 +125,7 @@ Value arg_extreme(Builder& b, Value x, int64_t dim, bool is_max) {
   Value m = is_max ? b.reduce_max(x, {dim}) : b.reduce_min(x, {dim});
   Value mk = b.keepdim(m, d, {dim});
   Value hit = b.compare(x, b.broadcast_to(mk, d), Cmp::kEQ);
-  if (ir::is_float(b.dtype(x))) hit = b.graph().add("stablehlo.or", {hit, b.compare(x, x, Cmp::kNE)}, b.type(hit));
+  if (ir::is_float(b.dtype(x))) hit = b.logical_or(hit, b.compare(x, x, Cmp::kNE));
   Value idx = b.iota(DType::kS64, d, dim);
   Value big = b.constant(DType::kS64, static_cast<double>(d[dim]), d);
   return b.reduce_min(b.select(hit, idx, big), {dim});
@@ -186,38 +154,24 @@ at::Tensor arg_impl(const char* op, bool is_max, const at::Tensor& self, std::op
   k.run();
   return result;
 }
-at::Tensor argmax(const at::Tensor& s, std::optional<int64_t> dim, bool keepdim) {
-  TPU_COUNT("aten::argmax");
-  return arg_impl("aten::argmax", true, s, dim, keepdim);
-}
-at::Tensor argmin(const at::Tensor& s, std::optional<int64_t> dim, bool keepdim) {
-  TPU_COUNT("aten::argmin");
-  return arg_impl("aten::argmin", false, s, dim, keepdim);
-}
 at::Tensor& argmax_out(const at::Tensor& s, std::optional<int64_t> dim, bool keepdim, at::Tensor& out) {
-  TPU_COUNT("aten::argmax.out");
-  TORCH_CHECK(out.scalar_type() == at::kLong, "argmax(): Expected out tensor to have dtype Long, but got ",
-              out.scalar_type(), " instead");
-  arg_impl("aten::argmax.out", true, s, dim, keepdim, &out);
-  return out;
+  TORCH_CHECK(!out.defined() || out.scalar_type() == at::kLong,
+              "argmax(): Expected out tensor to have dtype Long, but got ", out.scalar_type(), " instead");
+  return handed(out, arg_impl("aten::argmax.out", true, s, dim, keepdim, given(out)));
 }
 at::Tensor& argmin_out(const at::Tensor& s, std::optional<int64_t> dim, bool keepdim, at::Tensor& out) {
-  TPU_COUNT("aten::argmin.out");
-  TORCH_CHECK(out.scalar_type() == at::kLong, "argmin(): Expected out tensor to have dtype Long, but got ",
-              out.scalar_type(), " instead");
-  arg_impl("aten::argmin.out", false, s, dim, keepdim, &out);
-  return out;
+  TORCH_CHECK(!out.defined() || out.scalar_type() == at::kLong,
+              "argmin(): Expected out tensor to have dtype Long, but got ", out.scalar_type(), " instead");
+  return handed(out, arg_impl("aten::argmin.out", false, s, dim, keepdim, given(out)));
 }
 
 // max/min with out=: as the CPU's, an empty input gives the reduction's
 // identity (-inf / +inf or the dtype's limits).
 at::Tensor& max_unary_out(const at::Tensor& s, at::Tensor& out) {
-  TPU_COUNT("aten::max.unary_out");
   extreme("aten::max.unary_out", true, s, at::IntArrayRef(all_dims_of(s)), false, &out);
   return out;
 }
 at::Tensor& min_unary_out(const at::Tensor& s, at::Tensor& out) {
-  TPU_COUNT("aten::min.unary_out");
   extreme("aten::min.unary_out", false, s, at::IntArrayRef(all_dims_of(s)), false, &out);
   return out;
 }
@@ -225,7 +179,6 @@ at::Tensor& min_unary_out(const at::Tensor& s, at::Tensor& out) {
 std::tuple<at::Tensor, at::Tensor> aminmax_impl(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim,
                                                 at::Tensor* mn, at::Tensor* mx) {
   if (mn) {
-    check_same_device("aten::aminmax", self.device(), {mn, mx});
     TORCH_CHECK(mn->scalar_type() == self.scalar_type() && mx->scalar_type() == self.scalar_type(),
                 "Expected out tensor to have dtype ", self.scalar_type(), ", but got ", mn->scalar_type(), " and ",
                 mx->scalar_type(), " instead");
@@ -256,12 +209,10 @@ std::tuple<at::Tensor, at::Tensor> aminmax_impl(const at::Tensor& self, std::opt
   return {a, c};
 }
 std::tuple<at::Tensor, at::Tensor> aminmax(const at::Tensor& s, std::optional<int64_t> dim, bool keepdim) {
-  TPU_COUNT("aten::aminmax");
   return aminmax_impl(s, dim, keepdim, nullptr, nullptr);
 }
 std::tuple<at::Tensor&, at::Tensor&> aminmax_out(const at::Tensor& s, std::optional<int64_t> dim, bool keepdim,
                                                  at::Tensor& mn, at::Tensor& mx) {
-  TPU_COUNT("aten::aminmax.out");
   aminmax_impl(s, dim, keepdim, &mn, &mx);
   return {mn, mx};
 }
@@ -273,7 +224,6 @@ at::Tensor hash_impl(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, 
   const char* op = out ? "aten::hash_tensor.out" : "aten::hash_tensor";
   TORCH_CHECK(mode == 0, "hash_tensor only supports mode=0 (xor_sum), got mode=", mode);
   TORCH_CHECK(!self.is_complex(), "hash_tensor does not support complex tensors");
-  if (out) check_same_device(op, self.device(), {out});
   std::vector<int64_t> dims = reduce_dims(self, dim);
   if (self.numel() == 0) {  // as the CPU's zero_numel_check_dims
     TORCH_CHECK(!dim.empty(), "hash_tensor: Expected reduction dim to be specified for input.numel() == 0. Specify "
@@ -293,11 +243,9 @@ at::Tensor hash_impl(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, 
   return res;
 }
 at::Tensor hash_tensor(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, int64_t mode) {
-  TPU_COUNT("aten::hash_tensor");
   return hash_impl(self, dim, keepdim, mode, nullptr);
 }
 at::Tensor& hash_tensor_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, int64_t mode, at::Tensor& out) {
-  TPU_COUNT("aten::hash_tensor.out");
   hash_impl(self, dim, keepdim, mode, &out);
   return out;
 }
@@ -308,7 +256,6 @@ std::tuple<at::Tensor, at::Tensor> extreme_dim(const char* op, bool is_max, cons
                                                const at::Tensor* io = nullptr) {
   TORCH_CHECK(self.numel() > 0, op, "(): Expected reduction dim ", dim, " to have non-zero size.");
   if (vo) {
-    check_same_device(op, self.device(), {vo, io});
     TORCH_CHECK(vo->scalar_type() == self.scalar_type(), "expected scalar type ", self.scalar_type(),
                 " but found ", vo->scalar_type());
     TORCH_CHECK(io->scalar_type() == at::kLong, "expected scalar type Long but found ", io->scalar_type());
@@ -337,22 +284,18 @@ std::tuple<at::Tensor, at::Tensor> extreme_dim(const char* op, bool is_max, cons
 }
 std::tuple<at::Tensor&, at::Tensor&> max_dim_out(const at::Tensor& s, int64_t dim, bool keepdim, at::Tensor& v,
                                                  at::Tensor& i) {
-  TPU_COUNT("aten::max.dim_max");
   extreme_dim("aten::max.dim_max", true, s, dim, keepdim, &v, &i);
   return {v, i};
 }
 std::tuple<at::Tensor&, at::Tensor&> min_dim_out(const at::Tensor& s, int64_t dim, bool keepdim, at::Tensor& v,
                                                  at::Tensor& i) {
-  TPU_COUNT("aten::min.dim_min");
   extreme_dim("aten::min.dim_min", false, s, dim, keepdim, &v, &i);
   return {v, i};
 }
 std::tuple<at::Tensor, at::Tensor> max_dim(const at::Tensor& s, int64_t dim, bool keepdim) {
-  TPU_COUNT("aten::max.dim");
   return extreme_dim("aten::max.dim", true, s, dim, keepdim);
 }
 std::tuple<at::Tensor, at::Tensor> min_dim(const at::Tensor& s, int64_t dim, bool keepdim) {
-  TPU_COUNT("aten::min.dim");
   return extreme_dim("aten::min.dim", false, s, dim, keepdim);
 }
 
@@ -360,7 +303,6 @@ std::tuple<at::Tensor, at::Tensor> min_dim(const at::Tensor& s, int64_t dim, boo
 at::Tensor any_all(const char* op, bool any, const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                    const at::Tensor* out = nullptr) {
   if (out) {
-    check_same_device(op, self.device(), {out});
     TORCH_CHECK(out->scalar_type() == at::kBool || out->scalar_type() == at::kByte, op,
                 "(): output must be of type bool or uint8, got ", out->scalar_type());
   }
@@ -374,49 +316,27 @@ at::Tensor any_all(const char* op, bool any, const at::Tensor& self, at::Optiona
   return result;
 }
 at::Tensor& any_out(const at::Tensor& s, int64_t dim, bool keepdim, at::Tensor& out) {
-  TPU_COUNT("aten::any.out");
-  any_all("aten::any.out", true, s, at::IntArrayRef{dim}, keepdim, &out);
-  return out;
+  return handed(out, any_all("aten::any.out", true, s, at::IntArrayRef{dim}, keepdim, given(out)));
 }
 at::Tensor& all_out(const at::Tensor& s, int64_t dim, bool keepdim, at::Tensor& out) {
-  TPU_COUNT("aten::all.out");
-  any_all("aten::all.out", false, s, at::IntArrayRef{dim}, keepdim, &out);
-  return out;
-}
-at::Tensor any_dims(const at::Tensor& s, at::OptionalIntArrayRef dim, bool keepdim) {
-  TPU_COUNT("aten::any.dims");
-  return any_all("aten::any.dims", true, s, dim, keepdim);
-}
-at::Tensor all_dims(const at::Tensor& s, at::OptionalIntArrayRef dim, bool keepdim) {
-  TPU_COUNT("aten::all.dims");
-  return any_all("aten::all.dims", false, s, dim, keepdim);
+  return handed(out, any_all("aten::all.out", false, s, at::IntArrayRef{dim}, keepdim, given(out)));
 }
 at::Tensor& any_dims_out(const at::Tensor& s, at::OptionalIntArrayRef dim, bool keepdim, at::Tensor& out) {
-  TPU_COUNT("aten::any.dims_out");
-  any_all("aten::any.dims_out", true, s, dim, keepdim, &out);
-  return out;
+  return handed(out, any_all("aten::any.dims_out", true, s, dim, keepdim, given(out)));
 }
 at::Tensor& all_dims_out(const at::Tensor& s, at::OptionalIntArrayRef dim, bool keepdim, at::Tensor& out) {
-  TPU_COUNT("aten::all.dims_out");
-  any_all("aten::all.dims_out", false, s, dim, keepdim, &out);
-  return out;
+  return handed(out, any_all("aten::all.dims_out", false, s, dim, keepdim, given(out)));
 }
 at::Tensor& any_all_out(const at::Tensor& s, at::Tensor& out) {
-  TPU_COUNT("aten::any.all_out");
-  any_all("aten::any.all_out", true, s, std::nullopt, false, &out);
-  return out;
+  return handed(out, any_all("aten::any.all_out", true, s, std::nullopt, false, given(out)));
 }
 at::Tensor& all_all_out(const at::Tensor& s, at::Tensor& out) {
-  TPU_COUNT("aten::all.all_out");
-  any_all("aten::all.all_out", false, s, std::nullopt, false, &out);
-  return out;
+  return handed(out, any_all("aten::all.all_out", false, s, std::nullopt, false, given(out)));
 }
 
 // Same sizes and values (after type promotion; NaN is unequal): one device
 // reduction, read back on the host.
 bool equal(const at::Tensor& self, const at::Tensor& other) {
-  TPU_COUNT("aten::equal");
-  check_same_device("aten::equal", self.device(), {&other});
   if (!self.sizes().equals(other.sizes())) return false;
   if (self.numel() == 0) return true;
   const at::ScalarType ct = at::result_type(self, other);
@@ -426,22 +346,6 @@ bool equal(const at::Tensor& self, const at::Tensor& other) {
   at::Tensor r = k.out(b.reduce_min(same, all_dims_of(self)), at::kBool);
   k.run();
   return r.item<bool>();
-}
-at::Tensor any_full(const at::Tensor& s) {
-  TPU_COUNT("aten::any");
-  return any_all("aten::any", true, s, std::nullopt, false);
-}
-at::Tensor all_full(const at::Tensor& s) {
-  TPU_COUNT("aten::all");
-  return any_all("aten::all", false, s, std::nullopt, false);
-}
-at::Tensor any_dim(const at::Tensor& s, int64_t dim, bool keepdim) {
-  TPU_COUNT("aten::any.dim");
-  return any_all("aten::any.dim", true, s, at::IntArrayRef{dim}, keepdim);
-}
-at::Tensor all_dim(const at::Tensor& s, int64_t dim, bool keepdim) {
-  TPU_COUNT("aten::all.dim");
-  return any_all("aten::all.dim", false, s, at::IntArrayRef{dim}, keepdim);
 }
 
 }  // namespace
@@ -454,15 +358,11 @@ TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
   m.impl("nanquantile.out", TORCH_FN(nanquantile_q_out));
 }
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("sum.dim_IntList", TORCH_FN(sum_dim));
-  m.impl("sum.IntList_out", TORCH_FN(sum_out));
-  m.impl("mean.dim", TORCH_FN(mean_dim));
-  m.impl("mean.out", TORCH_FN(mean_out));
-  m.impl("amax", TORCH_FN(amax));
-  m.impl("amax.out", TORCH_FN(amax_out));
-  m.impl("amin", TORCH_FN(amin));
-  m.impl("amin.out", TORCH_FN(amin_out));
+TPU_KERNELS(m) {
+  m.out("sum.IntList_out", TORCH_FN(sum_out), "sum.dim_IntList");
+  m.out("mean.out", TORCH_FN(mean_out), "mean.dim");
+  m.out("amax.out", TORCH_FN(amax_out), "amax");
+  m.out("amin.out", TORCH_FN(amin_out), "amin");
   m.impl("max", TORCH_FN(max_all));
   m.impl("min", TORCH_FN(min_all));
   m.impl("max.dim", TORCH_FN(max_dim));
@@ -471,24 +371,16 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("hash_tensor", TORCH_FN(hash_tensor));
   m.impl("hash_tensor.out", TORCH_FN(hash_tensor_out));
   m.impl("min.dim_min", TORCH_FN(min_dim_out));
-  m.impl("argmax", TORCH_FN(argmax));
-  m.impl("argmax.out", TORCH_FN(argmax_out));
-  m.impl("argmin", TORCH_FN(argmin));
-  m.impl("argmin.out", TORCH_FN(argmin_out));
+  m.out("argmax.out", TORCH_FN(argmax_out), "argmax");
+  m.out("argmin.out", TORCH_FN(argmin_out), "argmin");
   m.impl("aminmax", TORCH_FN(aminmax));
   m.impl("aminmax.out", TORCH_FN(aminmax_out));
-  m.impl("any", TORCH_FN(any_full));
-  m.impl("any.all_out", TORCH_FN(any_all_out));
-  m.impl("any.dim", TORCH_FN(any_dim));
-  m.impl("any.dims", TORCH_FN(any_dims));
-  m.impl("any.dims_out", TORCH_FN(any_dims_out));
-  m.impl("any.out", TORCH_FN(any_out));
-  m.impl("all", TORCH_FN(all_full));
-  m.impl("all.all_out", TORCH_FN(all_all_out));
-  m.impl("all.dim", TORCH_FN(all_dim));
-  m.impl("all.dims", TORCH_FN(all_dims));
-  m.impl("all.dims_out", TORCH_FN(all_dims_out));
-  m.impl("all.out", TORCH_FN(all_out));
+  m.out("any.all_out", TORCH_FN(any_all_out), "any");
+  m.out("any.out", TORCH_FN(any_out), "any.dim");
+  m.out("any.dims_out", TORCH_FN(any_dims_out), "any.dims");
+  m.out("all.all_out", TORCH_FN(all_all_out), "all");
+  m.out("all.out", TORCH_FN(all_out), "all.dim");
+  m.out("all.dims_out", TORCH_FN(all_dims_out), "all.dims");
   m.impl("equal", TORCH_FN(equal));
   m.impl("max.unary_out", TORCH_FN(max_unary_out));
   m.impl("min.unary_out", TORCH_FN(min_unary_out));

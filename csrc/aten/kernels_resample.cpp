@@ -12,8 +12,8 @@
 #include <ATen/ops/grid_sampler_3d_backward_ops.h>
 #include <ATen/ops/grid_sampler_3d_ops.h>
 #include <c10/util/accumulate.h>
-#include <torch/library.h>
 
+#include "aten/registry.h"
 #include "aten/fallback.h"
 #include "aten/tensor_ir.h"
 #include "ops/grid_sample.h"
@@ -96,7 +96,6 @@ at::Tensor nearest_impl(const char* op, bool exact, const at::Tensor& self, c10:
   const ir::Dims full = common_check(op, self.sizes(), concrete(output_size), nsp);
   check_input(op, self, nsp);
   check_dtype(op, self.scalar_type(), /*allow_byte=*/true);
-  if (out) check_same_device(op, self.device(), {out});
   const bool vec = vectorized_nearest(self, full, nsp);
   const NearestRule rule = exact ? (vec ? NearestRule::kExact : NearestRule::kExactFma)
                                  : (vec ? NearestRule::kFloorIdx : NearestRule::kFloor);
@@ -117,7 +116,6 @@ at::Tensor nearest_backward_impl(const char* op, bool exact, const at::Tensor& g
   const ir::Dims full = common_check(op, in, concrete(output_size), nsp);
   check_grad(op, grad, full);
   check_dtype(op, grad.scalar_type(), /*allow_byte=*/false);
-  if (grad_input) check_same_device(op, grad.device(), {grad_input});
   Kernel k(op, grad);
   Value r = ops::upsample_nearest_backward(k.b(), k.in(grad, acc_type(grad.scalar_type())), axes_of(in, full, scales),
                                            std::vector<NearestRule>(nsp, exact ? NearestRule::kExact
@@ -134,7 +132,6 @@ at::Tensor interp_impl(const char* op, bool cubic, const at::Tensor& self, c10::
   const ir::Dims full = common_check(op, self.sizes(), concrete(output_size), nsp);
   check_input(op, self, nsp);
   check_dtype(op, self.scalar_type(), /*allow_byte=*/false);
-  if (out) check_same_device(op, self.device(), {out});
   Kernel k(op, self);
   Value r = ops::upsample_interp(k.b(), k.in(self, at::kFloat), axes_of(self.sizes(), full, scales), align_corners,
                                  cubic, to_ir(self.scalar_type()));
@@ -151,7 +148,6 @@ at::Tensor interp_backward_impl(const char* op, bool cubic, const at::Tensor& gr
   const ir::Dims full = common_check(op, in, concrete(output_size), nsp);
   check_grad(op, grad, full);
   check_dtype(op, grad.scalar_type(), /*allow_byte=*/false);
-  if (grad_input) check_same_device(op, grad.device(), {grad_input});
   Kernel k(op, grad);
   Value r = ops::upsample_interp_backward(k.b(), k.in(grad, at::kFloat), axes_of(in, full, scales), align_corners,
                                           cubic);
@@ -181,7 +177,6 @@ at::Tensor aa_impl(const char* op, bool cubic, const at::Tensor& self, c10::SymI
   check_input(op, self, 2);
   TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() == at::kFloat, op, ": dtype ", self.scalar_type(),
                               " is not supported (float32 only, as on the CPU)");
-  if (out) check_same_device(op, self.device(), {out});
   const std::vector<ResampleAxis> axes = axes_of(self.sizes(), full, scales);
   AaTables t[2];
   for (int d = 0; d < 2; ++d)
@@ -203,7 +198,6 @@ at::Tensor aa_backward_impl(const char* op, bool cubic, const at::Tensor& grad, 
   check_grad(op, grad, full);
   TORCH_CHECK_NOT_IMPLEMENTED(grad.scalar_type() == at::kFloat, op, ": dtype ", grad.scalar_type(),
                               " is not supported (float32 only, as on the CPU)");
-  if (grad_input) check_same_device(op, grad.device(), {grad_input});
   const std::vector<ResampleAxis> axes = axes_of(in, full, scales);
   AaTables t[2];
   for (int d = 0; d < 2; ++d) t[d] = aa_tables(axes[d], align_corners, cubic, grad.device());
@@ -221,7 +215,6 @@ at::Tensor aa_backward_impl(const char* op, bool cubic, const at::Tensor& grad, 
 // check_grid_sampler_common and the 2-D / 3-D checks.
 ops::GridSpec grid_check(const char* op, const at::Tensor& input, const at::Tensor& grid, int64_t interp,
                          int64_t padding, bool align_corners, int64_t dim) {
-  check_same_device(op, input.device(), {&grid});
   TORCH_CHECK(input.dim() == dim && grid.dim() == dim, "grid_sampler(): expected ", dim,
               "D input and grid with same number of dimensions, but got input with sizes ", input.sizes(),
               " and grid with sizes ", grid.sizes());
@@ -259,7 +252,6 @@ std::tuple<at::Tensor, at::Tensor> grid_sampler_backward_impl(const char* op, co
                                                               int64_t interp, int64_t padding, bool align_corners,
                                                               std::array<bool, 2> mask, int64_t dim) {
   const ops::GridSpec spec = grid_check(op, input, grid, interp, padding, align_corners, dim);
-  check_same_device(op, input.device(), {&grad});
   at::Tensor gi, gg;
   if (input.numel() == 0 || grid.numel() == 0 || grad.numel() == 0) {
     if (mask[0]) gi = at::zeros_like(input);
@@ -281,7 +273,6 @@ bool grid_on_cpu(const at::Tensor& input) { return at::isReducedFloatingType(inp
 
 at::Tensor grid_sampler_2d(const at::Tensor& input, const at::Tensor& grid, int64_t interp, int64_t padding,
                            bool align_corners) {
-  TPU_COUNT("aten::grid_sampler_2d");
   if (grid_on_cpu(input))
     return at::native::call_fallback_fn<&cpu_fallback, at::_ops::grid_sampler_2d>::call(input, grid, interp, padding,
                                                                                        align_corners);
@@ -289,7 +280,6 @@ at::Tensor grid_sampler_2d(const at::Tensor& input, const at::Tensor& grid, int6
 }
 at::Tensor grid_sampler_3d(const at::Tensor& input, const at::Tensor& grid, int64_t interp, int64_t padding,
                            bool align_corners) {
-  TPU_COUNT("aten::grid_sampler_3d");
   if (grid_on_cpu(input))
     return at::native::call_fallback_fn<&cpu_fallback, at::_ops::grid_sampler_3d>::call(input, grid, interp, padding,
                                                                                        align_corners);
@@ -298,7 +288,6 @@ at::Tensor grid_sampler_3d(const at::Tensor& input, const at::Tensor& grid, int6
 std::tuple<at::Tensor, at::Tensor> grid_sampler_2d_backward(const at::Tensor& grad, const at::Tensor& input,
                                                             const at::Tensor& grid, int64_t interp, int64_t padding,
                                                             bool align_corners, std::array<bool, 2> mask) {
-  TPU_COUNT("aten::grid_sampler_2d_backward");
   if (grid_on_cpu(input))
     return at::native::call_fallback_fn<&cpu_fallback, at::_ops::grid_sampler_2d_backward>::call(
         grad, input, grid, interp, padding, align_corners, mask);
@@ -308,7 +297,6 @@ std::tuple<at::Tensor, at::Tensor> grid_sampler_2d_backward(const at::Tensor& gr
 std::tuple<at::Tensor, at::Tensor> grid_sampler_3d_backward(const at::Tensor& grad, const at::Tensor& input,
                                                             const at::Tensor& grid, int64_t interp, int64_t padding,
                                                             bool align_corners, std::array<bool, 2> mask) {
-  TPU_COUNT("aten::grid_sampler_3d_backward");
   if (grid_on_cpu(input))
     return at::native::call_fallback_fn<&cpu_fallback, at::_ops::grid_sampler_3d_backward>::call(
         grad, input, grid, interp, padding, align_corners, mask);
@@ -324,69 +312,36 @@ using OptD = std::optional<double>;
 #define TPU_LIST_2 {s0, s1}
 #define TPU_LIST_3 {s0, s1, s2}
 
-#define TPU_NEAREST(NAME, NSP, EXACT)                                                                             \
-  at::Tensor NAME(const at::Tensor& s, c10::SymIntArrayRef o, TPU_SCALES_##NSP) {                                 \
-    TPU_COUNT("aten::" #NAME);                                                                                    \
-    return nearest_impl("aten::" #NAME, EXACT, s, o, TPU_LIST_##NSP, nullptr);                                    \
-  }                                                                                                               \
-  at::Tensor& NAME##_out(const at::Tensor& s, c10::SymIntArrayRef o, TPU_SCALES_##NSP, at::Tensor& out) {         \
-    TPU_COUNT("aten::" #NAME ".out");                                                                             \
-    nearest_impl("aten::" #NAME ".out", EXACT, s, o, TPU_LIST_##NSP, &out);                                       \
-    return out;                                                                                                   \
-  }                                                                                                               \
-  at::Tensor NAME##_backward(const at::Tensor& g, c10::SymIntArrayRef o, c10::SymIntArrayRef i, TPU_SCALES_##NSP) { \
-    TPU_COUNT("aten::" #NAME "_backward");                                                                        \
-    return nearest_backward_impl("aten::" #NAME "_backward", EXACT, g, o, i, TPU_LIST_##NSP, nullptr);           \
-  }                                                                                                               \
-  at::Tensor& NAME##_backward_out(const at::Tensor& g, c10::SymIntArrayRef o, c10::SymIntArrayRef i,              \
-                                  TPU_SCALES_##NSP, at::Tensor& gi) {                                             \
-    TPU_COUNT("aten::" #NAME "_backward.grad_input");                                                             \
-    nearest_backward_impl("aten::" #NAME "_backward.grad_input", EXACT, g, o, i, TPU_LIST_##NSP, &gi);           \
-    return gi;                                                                                                    \
+// The out= kernels of a resampling op and its backward (functional forms derived).
+#define TPU_NEAREST(NAME, NSP, EXACT)                                                                     \
+  at::Tensor& NAME##_out(const at::Tensor& s, c10::SymIntArrayRef o, TPU_SCALES_##NSP, at::Tensor& out) { \
+    return handed(out, nearest_impl("aten::" #NAME ".out", EXACT, s, o, TPU_LIST_##NSP, given(out)));      \
+  }                                                                                                       \
+  at::Tensor& NAME##_backward_out(const at::Tensor& g, c10::SymIntArrayRef o, c10::SymIntArrayRef i,      \
+                                  TPU_SCALES_##NSP, at::Tensor& gi) {                                     \
+    return handed(gi, nearest_backward_impl("aten::" #NAME "_backward.grad_input", EXACT, g, o, i,        \
+                                            TPU_LIST_##NSP, given(gi)));                                  \
   }
 
-#define TPU_INTERP(NAME, NSP, CUBIC)                                                                              \
-  at::Tensor NAME(const at::Tensor& s, c10::SymIntArrayRef o, bool ac, TPU_SCALES_##NSP) {                        \
-    TPU_COUNT("aten::" #NAME);                                                                                    \
-    return interp_impl("aten::" #NAME, CUBIC, s, o, ac, TPU_LIST_##NSP, nullptr);                                 \
-  }                                                                                                               \
-  at::Tensor& NAME##_out(const at::Tensor& s, c10::SymIntArrayRef o, bool ac, TPU_SCALES_##NSP, at::Tensor& out) { \
-    TPU_COUNT("aten::" #NAME ".out");                                                                             \
-    interp_impl("aten::" #NAME ".out", CUBIC, s, o, ac, TPU_LIST_##NSP, &out);                                    \
-    return out;                                                                                                   \
-  }                                                                                                               \
-  at::Tensor NAME##_backward(const at::Tensor& g, c10::SymIntArrayRef o, c10::SymIntArrayRef i, bool ac,          \
-                             TPU_SCALES_##NSP) {                                                                  \
-    TPU_COUNT("aten::" #NAME "_backward");                                                                        \
-    return interp_backward_impl("aten::" #NAME "_backward", CUBIC, g, o, i, ac, TPU_LIST_##NSP, nullptr);        \
-  }                                                                                                               \
-  at::Tensor& NAME##_backward_out(const at::Tensor& g, c10::SymIntArrayRef o, c10::SymIntArrayRef i, bool ac,     \
-                                  TPU_SCALES_##NSP, at::Tensor& gi) {                                             \
-    TPU_COUNT("aten::" #NAME "_backward.grad_input");                                                             \
-    interp_backward_impl("aten::" #NAME "_backward.grad_input", CUBIC, g, o, i, ac, TPU_LIST_##NSP, &gi);        \
-    return gi;                                                                                                    \
+#define TPU_INTERP(NAME, NSP, CUBIC)                                                                     \
+  at::Tensor& NAME##_out(const at::Tensor& s, c10::SymIntArrayRef o, bool ac, TPU_SCALES_##NSP,          \
+                         at::Tensor& out) {                                                              \
+    return handed(out, interp_impl("aten::" #NAME ".out", CUBIC, s, o, ac, TPU_LIST_##NSP, given(out))); \
+  }                                                                                                      \
+  at::Tensor& NAME##_backward_out(const at::Tensor& g, c10::SymIntArrayRef o, c10::SymIntArrayRef i,     \
+                                  bool ac, TPU_SCALES_##NSP, at::Tensor& gi) {                           \
+    return handed(gi, interp_backward_impl("aten::" #NAME "_backward.grad_input", CUBIC, g, o, i, ac,    \
+                                           TPU_LIST_##NSP, given(gi)));                                  \
   }
 
-#define TPU_AA(NAME, CUBIC)                                                                                       \
-  at::Tensor NAME(const at::Tensor& s, c10::SymIntArrayRef o, bool ac, TPU_SCALES_2) {                            \
-    TPU_COUNT("aten::" #NAME);                                                                                    \
-    return aa_impl("aten::" #NAME, CUBIC, s, o, ac, TPU_LIST_2, nullptr);                                         \
-  }                                                                                                               \
-  at::Tensor& NAME##_out(const at::Tensor& s, c10::SymIntArrayRef o, bool ac, TPU_SCALES_2, at::Tensor& out) {    \
-    TPU_COUNT("aten::" #NAME ".out");                                                                             \
-    aa_impl("aten::" #NAME ".out", CUBIC, s, o, ac, TPU_LIST_2, &out);                                            \
-    return out;                                                                                                   \
-  }                                                                                                               \
-  at::Tensor NAME##_backward(const at::Tensor& g, c10::SymIntArrayRef o, c10::SymIntArrayRef i, bool ac,          \
-                             TPU_SCALES_2) {                                                                      \
-    TPU_COUNT("aten::" #NAME "_backward");                                                                        \
-    return aa_backward_impl("aten::" #NAME "_backward", CUBIC, g, o, i, ac, TPU_LIST_2, nullptr);                \
-  }                                                                                                               \
-  at::Tensor& NAME##_backward_out(const at::Tensor& g, c10::SymIntArrayRef o, c10::SymIntArrayRef i, bool ac,     \
-                                  TPU_SCALES_2, at::Tensor& gi) {                                                 \
-    TPU_COUNT("aten::" #NAME "_backward.grad_input");                                                             \
-    aa_backward_impl("aten::" #NAME "_backward.grad_input", CUBIC, g, o, i, ac, TPU_LIST_2, &gi);                \
-    return gi;                                                                                                    \
+#define TPU_AA(NAME, CUBIC)                                                                                  \
+  at::Tensor& NAME##_out(const at::Tensor& s, c10::SymIntArrayRef o, bool ac, TPU_SCALES_2, at::Tensor& out) { \
+    return handed(out, aa_impl("aten::" #NAME ".out", CUBIC, s, o, ac, TPU_LIST_2, given(out)));              \
+  }                                                                                                          \
+  at::Tensor& NAME##_backward_out(const at::Tensor& g, c10::SymIntArrayRef o, c10::SymIntArrayRef i,         \
+                                  bool ac, TPU_SCALES_2, at::Tensor& gi) {                                   \
+    return handed(gi, aa_backward_impl("aten::" #NAME "_backward.grad_input", CUBIC, g, o, i, ac,            \
+                                       TPU_LIST_2, given(gi)));                                              \
   }
 
 TPU_AA(_upsample_bilinear2d_aa, false)
@@ -407,30 +362,47 @@ TPU_INTERP(upsample_bicubic2d, 2, true)
 
 }  // namespace
 
-#define TPU_REGISTER(NAME)                                                  \
-  m.impl(#NAME, TORCH_FN(NAME));                                            \
-  m.impl(#NAME ".out", TORCH_FN(NAME##_out));                               \
-  m.impl(#NAME "_backward", TORCH_FN(NAME##_backward));                     \
-  m.impl(#NAME "_backward.grad_input", TORCH_FN(NAME##_backward_out))
-
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TPU_KERNELS(m) {
   m.impl("grid_sampler_2d", TORCH_FN(grid_sampler_2d));
   m.impl("grid_sampler_2d_backward", TORCH_FN(grid_sampler_2d_backward));
   m.impl("grid_sampler_3d", TORCH_FN(grid_sampler_3d));
   m.impl("grid_sampler_3d_backward", TORCH_FN(grid_sampler_3d_backward));
-  TPU_REGISTER(_upsample_bicubic2d_aa);
-  TPU_REGISTER(_upsample_bilinear2d_aa);
-  TPU_REGISTER(_upsample_nearest_exact1d);
-  TPU_REGISTER(_upsample_nearest_exact2d);
-  TPU_REGISTER(_upsample_nearest_exact3d);
-  TPU_REGISTER(upsample_bicubic2d);
-  TPU_REGISTER(upsample_bilinear2d);
-  TPU_REGISTER(upsample_linear1d);
-  TPU_REGISTER(upsample_nearest1d);
-  TPU_REGISTER(upsample_nearest2d);
-  TPU_REGISTER(upsample_nearest3d);
-  TPU_REGISTER(upsample_trilinear3d);
+  m.out("_upsample_bicubic2d_aa.out", TORCH_FN(_upsample_bicubic2d_aa_out), "_upsample_bicubic2d_aa");
+  m.out("_upsample_bicubic2d_aa_backward.grad_input", TORCH_FN(_upsample_bicubic2d_aa_backward_out),
+        "_upsample_bicubic2d_aa_backward");
+  m.out("_upsample_bilinear2d_aa.out", TORCH_FN(_upsample_bilinear2d_aa_out), "_upsample_bilinear2d_aa");
+  m.out("_upsample_bilinear2d_aa_backward.grad_input", TORCH_FN(_upsample_bilinear2d_aa_backward_out),
+        "_upsample_bilinear2d_aa_backward");
+  m.out("_upsample_nearest_exact1d.out", TORCH_FN(_upsample_nearest_exact1d_out), "_upsample_nearest_exact1d");
+  m.out("_upsample_nearest_exact1d_backward.grad_input", TORCH_FN(_upsample_nearest_exact1d_backward_out),
+        "_upsample_nearest_exact1d_backward");
+  m.out("_upsample_nearest_exact2d.out", TORCH_FN(_upsample_nearest_exact2d_out), "_upsample_nearest_exact2d");
+  m.out("_upsample_nearest_exact2d_backward.grad_input", TORCH_FN(_upsample_nearest_exact2d_backward_out),
+        "_upsample_nearest_exact2d_backward");
+  m.out("_upsample_nearest_exact3d.out", TORCH_FN(_upsample_nearest_exact3d_out), "_upsample_nearest_exact3d");
+  m.out("_upsample_nearest_exact3d_backward.grad_input", TORCH_FN(_upsample_nearest_exact3d_backward_out),
+        "_upsample_nearest_exact3d_backward");
+  m.out("upsample_bicubic2d.out", TORCH_FN(upsample_bicubic2d_out), "upsample_bicubic2d");
+  m.out("upsample_bicubic2d_backward.grad_input", TORCH_FN(upsample_bicubic2d_backward_out),
+        "upsample_bicubic2d_backward");
+  m.out("upsample_bilinear2d.out", TORCH_FN(upsample_bilinear2d_out), "upsample_bilinear2d");
+  m.out("upsample_bilinear2d_backward.grad_input", TORCH_FN(upsample_bilinear2d_backward_out),
+        "upsample_bilinear2d_backward");
+  m.out("upsample_linear1d.out", TORCH_FN(upsample_linear1d_out), "upsample_linear1d");
+  m.out("upsample_linear1d_backward.grad_input", TORCH_FN(upsample_linear1d_backward_out),
+        "upsample_linear1d_backward");
+  m.out("upsample_nearest1d.out", TORCH_FN(upsample_nearest1d_out), "upsample_nearest1d");
+  m.out("upsample_nearest1d_backward.grad_input", TORCH_FN(upsample_nearest1d_backward_out),
+        "upsample_nearest1d_backward");
+  m.out("upsample_nearest2d.out", TORCH_FN(upsample_nearest2d_out), "upsample_nearest2d");
+  m.out("upsample_nearest2d_backward.grad_input", TORCH_FN(upsample_nearest2d_backward_out),
+        "upsample_nearest2d_backward");
+  m.out("upsample_nearest3d.out", TORCH_FN(upsample_nearest3d_out), "upsample_nearest3d");
+  m.out("upsample_nearest3d_backward.grad_input", TORCH_FN(upsample_nearest3d_backward_out),
+        "upsample_nearest3d_backward");
+  m.out("upsample_trilinear3d.out", TORCH_FN(upsample_trilinear3d_out), "upsample_trilinear3d");
+  m.out("upsample_trilinear3d_backward.grad_input", TORCH_FN(upsample_trilinear3d_backward_out),
+        "upsample_trilinear3d_backward");
 }
-#undef TPU_REGISTER
 
 }  // namespace torchtpu::aten

@@ -2,8 +2,8 @@
 // nn.GRUCell call on accelerator devices (_thnn_fused_*), and their
 // backward. The gate matmuls stay separate ops; each cell is one graph.
 // 16-bit inputs compute in float32 and round each output once.
-#include <torch/library.h>
 
+#include "aten/registry.h"
 #include "aten/tensor_ir.h"
 #include "ops/rnn.h"
 
@@ -18,7 +18,6 @@ at::ScalarType compute_type(const at::Tensor& t) { return at::isReducedFloatingT
 // [B, H], biases [n*H].
 void check_cell(const char* op, int64_t n, const at::Tensor& ig, const at::Tensor& hg, const at::Tensor& state,
                 const std::optional<at::Tensor>& ib, const std::optional<at::Tensor>& hb) {
-  check_same_device(op, ig.device(), {&hg, &state});
   TORCH_CHECK(at::isFloatingType(ig.scalar_type()), op, ": expected floating point gates, got ", ig.scalar_type());
   TORCH_CHECK(hg.scalar_type() == ig.scalar_type() && state.scalar_type() == ig.scalar_type(), op,
               ": expected all tensors to have the same dtype, got ", ig.scalar_type(), ", ", hg.scalar_type(),
@@ -30,7 +29,6 @@ void check_cell(const char* op, int64_t n, const at::Tensor& ig, const at::Tenso
   TORCH_CHECK(defined(ib) == defined(hb), op, ": expected both biases or none");
   for (const auto* b : {&ib, &hb})
     if (defined(*b)) {
-      check_same_device(op, ig.device(), {&b->value()});
       TORCH_CHECK(b->value().dim() == 1 && b->value().size(0) == ig.size(1) &&
                       b->value().scalar_type() == ig.scalar_type(),
                   op, ": expected a bias of size [", ig.size(1), "] and dtype ", ig.scalar_type(), ", got ",
@@ -44,7 +42,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lstm_cell(const at::Tensor& ig, c
                                                          const std::optional<at::Tensor>& ib,
                                                          const std::optional<at::Tensor>& hb) {
   const char* op = "aten::_thnn_fused_lstm_cell";
-  TPU_COUNT("aten::_thnn_fused_lstm_cell");
   check_cell(op, 4, ig, hg, cx, ib, hb);
   const at::ScalarType ct = compute_type(ig), dt = ig.scalar_type();
   Kernel k(op, ig);
@@ -58,9 +55,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lstm_cell_backward_impl(
     const std::optional<at::Tensor>& grad_hy, const std::optional<at::Tensor>& grad_cy, const at::Tensor& cx,
     const at::Tensor& cy, const at::Tensor& workspace, bool has_bias) {
   const char* op = "aten::_thnn_fused_lstm_cell_backward_impl";
-  TPU_COUNT("aten::_thnn_fused_lstm_cell_backward_impl");
   if (!defined(grad_hy) && !defined(grad_cy)) return {at::Tensor(), at::Tensor(), at::Tensor()};
-  check_same_device(op, cx.device(), {&cy, &workspace});
   TORCH_CHECK(cx.dim() == 2 && cy.sizes() == cx.sizes() && workspace.dim() == 2 &&
                   workspace.size(0) == cx.size(0) && workspace.size(1) == 4 * cx.size(1),
               op, ": expected cx, cy of size [B, H] and a workspace of size [B, 4*H], got ", cx.sizes(), ", ",
@@ -78,7 +73,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lstm_cell_backward_impl(
 std::tuple<at::Tensor, at::Tensor> gru_cell(const at::Tensor& ig, const at::Tensor& hg, const at::Tensor& hx,
                                             const std::optional<at::Tensor>& ib, const std::optional<at::Tensor>& hb) {
   const char* op = "aten::_thnn_fused_gru_cell";
-  TPU_COUNT("aten::_thnn_fused_gru_cell");
   check_cell(op, 3, ig, hg, hx, ib, hb);
   const at::ScalarType ct = compute_type(ig), dt = ig.scalar_type();
   Kernel k(op, ig);
@@ -91,8 +85,6 @@ std::tuple<at::Tensor, at::Tensor> gru_cell(const at::Tensor& ig, const at::Tens
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gru_cell_backward(
     const at::Tensor& grad_hy, const at::Tensor& workspace, bool has_bias) {
   const char* op = "aten::_thnn_fused_gru_cell_backward";
-  TPU_COUNT("aten::_thnn_fused_gru_cell_backward");
-  check_same_device(op, grad_hy.device(), {&workspace});
   TORCH_CHECK(grad_hy.dim() == 2 && workspace.dim() == 2 && workspace.size(0) == grad_hy.size(0) &&
                   workspace.size(1) == 5 * grad_hy.size(1),
               op, ": expected grad_hy of size [B, H] and a workspace of size [B, 5*H], got ", grad_hy.sizes(),
@@ -112,7 +104,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gru_cell_
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TPU_KERNELS(m) {
   m.impl("_thnn_fused_gru_cell", TORCH_FN(gru_cell));
   m.impl("_thnn_fused_gru_cell_backward", TORCH_FN(gru_cell_backward));
   m.impl("_thnn_fused_lstm_cell", TORCH_FN(lstm_cell));

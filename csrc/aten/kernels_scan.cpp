@@ -1,8 +1,8 @@
 // Scans and reorderings along dims: cumsum, cumprod, flip, roll.
 #include <ATen/WrapDimUtils.h>
 #include <ATen/WrapDimUtilsMulti.h>
-#include <torch/library.h>
 
+#include "aten/registry.h"
 #include "aten/tensor_ir.h"
 #include "ops/scan.h"
 
@@ -13,7 +13,6 @@ namespace {
 // given; 16-bit floats accumulate in float32 and round each output once.
 at::Tensor& cumulative_out(const char* op, bool product, const at::Tensor& self, int64_t dim,
                            std::optional<at::ScalarType> dtype, at::Tensor& out) {
-  check_same_device(op, self.device(), {&out});
   const int64_t d = at::maybe_wrap_dim(dim, self.dim());
   const at::ScalarType rt = dtype ? *dtype
                                   : at::isIntegralType(self.scalar_type(), /*includeBool=*/true) ? at::kLong
@@ -32,17 +31,14 @@ at::Tensor& cumulative_out(const char* op, bool product, const at::Tensor& self,
 }
 
 at::Tensor& cumsum_out(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, at::Tensor& out) {
-  TPU_COUNT("aten::cumsum.out");
   return cumulative_out("aten::cumsum.out", false, self, dim, dtype, out);
 }
 
 at::Tensor& cumprod_out(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, at::Tensor& out) {
-  TPU_COUNT("aten::cumprod.out");
   return cumulative_out("aten::cumprod.out", true, self, dim, dtype, out);
 }
 
 at::Tensor flip_kernel(const at::Tensor& self, at::IntArrayRef dims) {
-  TPU_COUNT("aten::flip");
   std::bitset<at::dim_bitset_size> set = at::dim_list_to_bitset(dims, self.dim());
   std::vector<int64_t> rev;
   for (int64_t i = 0; i < self.dim(); ++i)
@@ -56,7 +52,6 @@ at::Tensor flip_kernel(const at::Tensor& self, at::IntArrayRef dims) {
 // roll: each rolled dim is two slices swapped; no dims rolls the flattened
 // tensor.
 at::Tensor roll_kernel(const at::Tensor& self, at::IntArrayRef shifts, at::IntArrayRef dims) {
-  TPU_COUNT("aten::roll");
   TORCH_CHECK(!shifts.empty(), "`shifts` required");
   if (dims.empty() && shifts.size() == 1) {
     const int64_t zero = 0;
@@ -82,7 +77,7 @@ at::Tensor roll_kernel(const at::Tensor& self, at::IntArrayRef shifts, at::IntAr
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TPU_KERNELS(m) {
   m.impl("cumsum.out", TORCH_FN(cumsum_out));
   m.impl("cumprod.out", TORCH_FN(cumprod_out));
   m.impl("flip", TORCH_FN(flip_kernel));

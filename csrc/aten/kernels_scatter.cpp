@@ -3,8 +3,8 @@
 // device-side index checks. A 0-d self, index or src takes part as a
 // one-element 1-D tensor, as PyTorch's shape rules read it.
 #include <ATen/WrapDimUtils.h>
-#include <torch/library.h>
 
+#include "aten/registry.h"
 #include "aten/tensor_ir.h"
 #include "ops/index.h"
 
@@ -57,7 +57,6 @@ std::vector<int64_t> all_dims(int64_t n) {
 
 at::Tensor gather_impl(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor* out) {
   check_index_dtype("gather", index);
-  check_same_device("aten::gather", self.device(), {&index, out});
   if (out)
     TORCH_CHECK(out->scalar_type() == self.scalar_type(), "gather(): Expected out tensor to have dtype ",
                 self.scalar_type(), ", but got ", out->scalar_type(), " instead");
@@ -77,14 +76,8 @@ at::Tensor gather_impl(const at::Tensor& self, int64_t dim, const at::Tensor& in
   k.run();
   return result;
 }
-at::Tensor gather(const at::Tensor& self, int64_t dim, const at::Tensor& index, bool) {
-  TPU_COUNT("aten::gather");
-  return gather_impl(self, dim, index, nullptr);
-}
 at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, bool, at::Tensor& out) {
-  TPU_COUNT("aten::gather.out");
-  gather_impl(self, dim, index, &out);
-  return out;
+  return handed(out, gather_impl(self, dim, index, given(out)));
 }
 
 // One scatter: `src` (or the scalar `value`) written at `index` along `dim`,
@@ -94,7 +87,6 @@ at::Tensor scatter_impl(const char* op, const at::Tensor& self, int64_t dim, con
                         const at::Tensor* src, const at::Scalar* value, std::optional<Reduce> reduce,
                         bool include_self, const at::Tensor* dst) {
   check_index_dtype(op, index);
-  check_same_device(op, self.device(), {&index, src, dst});
   if (src)
     TORCH_CHECK(src->scalar_type() == self.scalar_type(), op, "(): Expected self.dtype to be equal to src.dtype");
   if (dst && !dst->is_same(self))
@@ -144,96 +136,31 @@ Reduce reduce_mode(c10::string_view reduce, const at::Tensor& src) {
   TORCH_CHECK(false, "reduce argument must be either sum, prod, mean, amax or amin, got ", reduce);
 }
 
-// Functional, in-place and out= forms of each scatter overload.
+// The out= form of each scatter overload (functional and in-place forms derived).
 
-at::Tensor scatter_src(const at::Tensor& s, int64_t dim, const at::Tensor& i, const at::Tensor& src) {
-  TPU_COUNT("aten::scatter");
-  return scatter_impl("aten::scatter", s, dim, i, &src, nullptr, std::nullopt, true, nullptr);
-}
-at::Tensor& scatter_src_(at::Tensor& s, int64_t dim, const at::Tensor& i, const at::Tensor& src) {
-  TPU_COUNT("aten::scatter_");
-  scatter_impl("aten::scatter_", s, dim, i, &src, nullptr, std::nullopt, true, &s);
-  return s;
-}
 at::Tensor& scatter_src_out(const at::Tensor& s, int64_t dim, const at::Tensor& i, const at::Tensor& src, at::Tensor& out) {
-  TPU_COUNT("aten::scatter.out");
-  scatter_impl("aten::scatter.out", s, dim, i, &src, nullptr, std::nullopt, true, &out);
-  return out;
+  return handed(out, scatter_impl("aten::scatter.out", s, dim, i, &src, nullptr, std::nullopt, true, given(out)));
 }
 
-at::Tensor scatter_value(const at::Tensor& s, int64_t dim, const at::Tensor& i, const at::Scalar& v) {
-  TPU_COUNT("aten::scatter");
-  return scatter_impl("aten::scatter", s, dim, i, nullptr, &v, std::nullopt, true, nullptr);
-}
-at::Tensor& scatter_value_(at::Tensor& s, int64_t dim, const at::Tensor& i, const at::Scalar& v) {
-  TPU_COUNT("aten::scatter_");
-  scatter_impl("aten::scatter_", s, dim, i, nullptr, &v, std::nullopt, true, &s);
-  return s;
-}
 at::Tensor& scatter_value_out(const at::Tensor& s, int64_t dim, const at::Tensor& i, const at::Scalar& v, at::Tensor& out) {
-  TPU_COUNT("aten::scatter.out");
-  scatter_impl("aten::scatter.out", s, dim, i, nullptr, &v, std::nullopt, true, &out);
-  return out;
+  return handed(out, scatter_impl("aten::scatter.out", s, dim, i, nullptr, &v, std::nullopt, true, given(out)));
 }
 
-at::Tensor scatter_reduce_src(const at::Tensor& s, int64_t dim, const at::Tensor& i, const at::Tensor& src, c10::string_view r) {
-  TPU_COUNT("aten::scatter");
-  return scatter_impl("aten::scatter", s, dim, i, &src, nullptr, scatter_mode(r), true, nullptr);
-}
-at::Tensor& scatter_reduce_src_(at::Tensor& s, int64_t dim, const at::Tensor& i, const at::Tensor& src, c10::string_view r) {
-  TPU_COUNT("aten::scatter_");
-  scatter_impl("aten::scatter_", s, dim, i, &src, nullptr, scatter_mode(r), true, &s);
-  return s;
-}
 at::Tensor& scatter_reduce_src_out(const at::Tensor& s, int64_t dim, const at::Tensor& i, const at::Tensor& src, c10::string_view r, at::Tensor& out) {
-  TPU_COUNT("aten::scatter.out");
-  scatter_impl("aten::scatter.out", s, dim, i, &src, nullptr, scatter_mode(r), true, &out);
-  return out;
+  return handed(out, scatter_impl("aten::scatter.out", s, dim, i, &src, nullptr, scatter_mode(r), true, given(out)));
 }
 
-at::Tensor scatter_reduce_value(const at::Tensor& s, int64_t dim, const at::Tensor& i, const at::Scalar& v, c10::string_view r) {
-  TPU_COUNT("aten::scatter");
-  return scatter_impl("aten::scatter", s, dim, i, nullptr, &v, scatter_mode(r), true, nullptr);
-}
-at::Tensor& scatter_reduce_value_(at::Tensor& s, int64_t dim, const at::Tensor& i, const at::Scalar& v, c10::string_view r) {
-  TPU_COUNT("aten::scatter_");
-  scatter_impl("aten::scatter_", s, dim, i, nullptr, &v, scatter_mode(r), true, &s);
-  return s;
-}
 at::Tensor& scatter_reduce_value_out(const at::Tensor& s, int64_t dim, const at::Tensor& i, const at::Scalar& v, c10::string_view r, at::Tensor& out) {
-  TPU_COUNT("aten::scatter.out");
-  scatter_impl("aten::scatter.out", s, dim, i, nullptr, &v, scatter_mode(r), true, &out);
-  return out;
+  return handed(out, scatter_impl("aten::scatter.out", s, dim, i, nullptr, &v, scatter_mode(r), true, given(out)));
 }
 
-at::Tensor scatter_add(const at::Tensor& s, int64_t dim, const at::Tensor& i, const at::Tensor& src) {
-  TPU_COUNT("aten::scatter_add");
-  return scatter_impl("aten::scatter_add", s, dim, i, &src, nullptr, Reduce::kSum, true, nullptr);
-}
-at::Tensor& scatter_add_(at::Tensor& s, int64_t dim, const at::Tensor& i, const at::Tensor& src) {
-  TPU_COUNT("aten::scatter_add_");
-  scatter_impl("aten::scatter_add_", s, dim, i, &src, nullptr, Reduce::kSum, true, &s);
-  return s;
-}
 at::Tensor& scatter_add_out(const at::Tensor& s, int64_t dim, const at::Tensor& i, const at::Tensor& src, at::Tensor& out) {
-  TPU_COUNT("aten::scatter_add.out");
-  scatter_impl("aten::scatter_add.out", s, dim, i, &src, nullptr, Reduce::kSum, true, &out);
-  return out;
+  return handed(out, scatter_impl("aten::scatter_add.out", s, dim, i, &src, nullptr, Reduce::kSum, true, given(out)));
 }
 
-at::Tensor scatter_reduce_two(const at::Tensor& s, int64_t dim, const at::Tensor& i, const at::Tensor& src, c10::string_view r, bool include_self) {
-  TPU_COUNT("aten::scatter_reduce");
-  return scatter_impl("aten::scatter_reduce", s, dim, i, &src, nullptr, reduce_mode(r, src), include_self, nullptr);
-}
-at::Tensor& scatter_reduce_two_(at::Tensor& s, int64_t dim, const at::Tensor& i, const at::Tensor& src, c10::string_view r, bool include_self) {
-  TPU_COUNT("aten::scatter_reduce_");
-  scatter_impl("aten::scatter_reduce_", s, dim, i, &src, nullptr, reduce_mode(r, src), include_self, &s);
-  return s;
-}
 at::Tensor& scatter_reduce_two_out(const at::Tensor& s, int64_t dim, const at::Tensor& i, const at::Tensor& src, c10::string_view r, bool include_self, at::Tensor& out) {
-  TPU_COUNT("aten::scatter_reduce.out");
-  scatter_impl("aten::scatter_reduce.out", s, dim, i, &src, nullptr, reduce_mode(r, src), include_self, &out);
-  return out;
+  return handed(out,
+                scatter_impl("aten::scatter_reduce.out", s, dim, i, &src, nullptr, reduce_mode(r, src), include_self, given(out)));
 }
 // ---- take / put_: the flattened tensor, negative indices from the end ------------
 
@@ -251,7 +178,6 @@ Value flat_index(Kernel& k, const char* op, const at::Tensor& self, const at::Te
 }
 
 at::Tensor take_impl(const at::Tensor& self, const at::Tensor& index, const at::Tensor* out) {
-  check_same_device("aten::take", self.device(), {&index, out});
   if (out)
     TORCH_CHECK(out->scalar_type() == self.scalar_type(), "take(): self and result must have the same scalar type");
   TORCH_CHECK_INDEX(self.numel() > 0 || index.numel() == 0, "take(): tried to take from an empty tensor");
@@ -271,19 +197,11 @@ at::Tensor take_impl(const at::Tensor& self, const at::Tensor& index, const at::
   k.run();
   return result;
 }
-at::Tensor take(const at::Tensor& self, const at::Tensor& index) {
-  TPU_COUNT("aten::take");
-  return take_impl(self, index, nullptr);
-}
 at::Tensor& take_out(const at::Tensor& self, const at::Tensor& index, at::Tensor& out) {
-  TPU_COUNT("aten::take.out");
-  take_impl(self, index, &out);
-  return out;
+  return handed(out, take_impl(self, index, given(out)));
 }
 
 at::Tensor& put_(at::Tensor& self, const at::Tensor& index, const at::Tensor& source, bool accumulate) {
-  TPU_COUNT("aten::put_");
-  check_same_device("aten::put_", self.device(), {&index, &source});
   TORCH_CHECK(source.scalar_type() == self.scalar_type(), "put_(): self and source expected to have the same dtype, ",
               "but got self.dtype = ", self.scalar_type(), " and source.dtype = ", source.scalar_type());
   TORCH_CHECK_INDEX(source.numel() == index.numel(), "put_(): Expected source and index to have the same number of ",
@@ -303,30 +221,17 @@ at::Tensor& put_(at::Tensor& self, const at::Tensor& index, const at::Tensor& so
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("gather", TORCH_FN(gather));
-  m.impl("gather.out", TORCH_FN(gather_out));
+TPU_KERNELS(m) {
+  m.out("gather.out", TORCH_FN(gather_out), "gather");
   m.impl("put_", TORCH_FN(put_));
-  m.impl("scatter.reduce", TORCH_FN(scatter_reduce_src));
-  m.impl("scatter.reduce_out", TORCH_FN(scatter_reduce_src_out));
-  m.impl("scatter.src", TORCH_FN(scatter_src));
-  m.impl("scatter.src_out", TORCH_FN(scatter_src_out));
-  m.impl("scatter.value", TORCH_FN(scatter_value));
-  m.impl("scatter.value_out", TORCH_FN(scatter_value_out));
-  m.impl("scatter.value_reduce", TORCH_FN(scatter_reduce_value));
-  m.impl("scatter.value_reduce_out", TORCH_FN(scatter_reduce_value_out));
-  m.impl("scatter_.reduce", TORCH_FN(scatter_reduce_src_));
-  m.impl("scatter_.src", TORCH_FN(scatter_src_));
-  m.impl("scatter_.value", TORCH_FN(scatter_value_));
-  m.impl("scatter_.value_reduce", TORCH_FN(scatter_reduce_value_));
-  m.impl("scatter_add", TORCH_FN(scatter_add));
-  m.impl("scatter_add.out", TORCH_FN(scatter_add_out));
-  m.impl("scatter_add_", TORCH_FN(scatter_add_));
-  m.impl("scatter_reduce.two", TORCH_FN(scatter_reduce_two));
-  m.impl("scatter_reduce.two_out", TORCH_FN(scatter_reduce_two_out));
-  m.impl("scatter_reduce_.two", TORCH_FN(scatter_reduce_two_));
-  m.impl("take", TORCH_FN(take));
-  m.impl("take.out", TORCH_FN(take_out));
+  m.out("scatter.reduce_out", TORCH_FN(scatter_reduce_src_out), "scatter.reduce", "scatter_.reduce");
+  m.out("scatter.src_out", TORCH_FN(scatter_src_out), "scatter.src", "scatter_.src");
+  m.out("scatter.value_out", TORCH_FN(scatter_value_out), "scatter.value", "scatter_.value");
+  m.out("scatter.value_reduce_out", TORCH_FN(scatter_reduce_value_out),
+        "scatter.value_reduce", "scatter_.value_reduce");
+  m.out("scatter_add.out", TORCH_FN(scatter_add_out), "scatter_add", "scatter_add_");
+  m.out("scatter_reduce.two_out", TORCH_FN(scatter_reduce_two_out), "scatter_reduce.two", "scatter_reduce_.two");
+  m.out("take.out", TORCH_FN(take_out), "take");
 }
 
 }  // namespace torchtpu::aten

@@ -6,12 +6,12 @@
 // computes the exclusive product at zeros and NaN. Each element finds its
 // segment by counting the segment ends at or before it, then one scatter
 // reduces; the !unsafe argument checks run on the device.
-#include <torch/library.h>
 
 #include <cmath>
 #include <limits>
 #include <string>
 
+#include "aten/registry.h"
 #include "aten/opmath.h"
 #include "aten/tensor_ir.h"
 #include "ops/scan.h"
@@ -99,7 +99,6 @@ at::Tensor segment_reduce(const at::Tensor& data, c10::string_view reduce, const
                           const std::optional<at::Tensor>& indices_in, const std::optional<at::Tensor>& offsets_in,
                           int64_t axis, bool unsafe, const std::optional<at::Scalar>& initial) {
   const auto lengths = given(lengths_in), indices = given(indices_in), offsets = given(offsets_in);
-  TPU_COUNT("aten::segment_reduce");
   const char* op = "aten::segment_reduce";
   axis = at::maybe_wrap_dim(axis, data.dim());
   TORCH_CHECK(!indices.has_value(), "segment_reduce(): indices based reduction is not supported yet.");
@@ -111,7 +110,6 @@ at::Tensor segment_reduce(const at::Tensor& data, c10::string_view reduce, const
               offsets ? "offsets" : "lengths", " but got ", axis, ".");
   TORCH_CHECK(at::isFloatingType(data.scalar_type()), "segment_reduce(): expected a floating-point data tensor, got ",
               data.scalar_type());
-  check_same_device(op, data.device(), {&bounds});
   const at::ScalarType st = data.scalar_type(), ct = opmath(st);
   const DType c = to_ir(ct);
   Kernel k(op, data);
@@ -150,12 +148,10 @@ at::Tensor segment_reduce_backward(const at::Tensor& grad, const at::Tensor& out
                                    const std::optional<at::Tensor>& offsets_in, int64_t axis,
                                    const std::optional<at::Scalar>& initial) {
   const auto lengths = given(lengths_in), offsets = given(offsets_in);
-  TPU_COUNT("aten::_segment_reduce_backward");
   const char* op = "aten::_segment_reduce_backward";
   axis = at::maybe_wrap_dim(axis, data.dim());
   TORCH_CHECK(lengths.has_value() || offsets.has_value(), "segment_reduce(): Either lengths or offsets must be defined.");
   const Red red = reduction_of(reduce);
-  check_same_device(op, data.device(), {&grad, &output});
   const at::ScalarType st = data.scalar_type(), ct = opmath(st);
   const DType c = to_ir(ct);
   Kernel k(op, data);
@@ -222,7 +218,7 @@ at::Tensor segment_reduce_backward(const at::Tensor& grad, const at::Tensor& out
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TPU_KERNELS(m) {
   m.impl("segment_reduce", TORCH_FN(segment_reduce));
   m.impl("_segment_reduce_backward", TORCH_FN(segment_reduce_backward));
 }

@@ -1,8 +1,8 @@
 // Selecting and blending kernels: lerp, clamp (scalar and tensor bounds),
 // where, masked_fill, and activations with their derivatives (16-bit floats
 // in float32).
-#include <torch/library.h>
 
+#include "aten/registry.h"
 #include "aten/opmath.h"
 #include "aten/pointwise.h"
 #include "ops/elementwise.h"
@@ -17,8 +17,7 @@ using Bin = Value (*)(Builder&, Value, Value);
 //                                         : end - (end - self) * (1 - weight)
 at::Tensor lerp_impl(const char* op, const at::Tensor& self, const at::Tensor& end, const at::Tensor& weight,
                      Dest dest, const at::Tensor* target) {
-  c10::Device dev = target ? target->device() : self.device();
-  check_same_device(op, dev, {&self, &end, &weight, target});
+  c10::Device dev = target && target->defined() ? target->device() : self.device();
   const at::ScalarType rt = self.scalar_type();
   // 16-bit floats compute in float32, as PyTorch's opmath type.
   const at::ScalarType ct = (rt == at::kHalf || rt == at::kBFloat16) ? at::kFloat : rt;
@@ -31,30 +30,12 @@ at::Tensor lerp_impl(const char* op, const at::Tensor& self, const at::Tensor& e
   w = b.broadcast_to(w, dims);
   Value low = b.add(b.broadcast_to(x, dims), b.mul(w, d));
   Value high = b.sub(b.broadcast_to(e, dims), b.mul(d, b.sub(b.full_like(w, 1.0), w)));
-  Value small = b.compare(b.unary("stablehlo.abs", w), b.full_like(w, 0.5), Cmp::kLT);
+  Value small = b.compare(b.abs(w), b.full_like(w, 0.5), Cmp::kLT);
   return finish(k, b.select(small, low, high), rt, dest, target);
-}
-at::Tensor lerp_s(const at::Tensor& s, const at::Tensor& e, const at::Scalar& w) {
-  TPU_COUNT("aten::lerp.Scalar");
-  return lerp_impl("aten::lerp", s, e, wrap(w), Dest::kNew, nullptr);
-}
-at::Tensor& lerp_s_(at::Tensor& s, const at::Tensor& e, const at::Scalar& w) {
-  TPU_COUNT("aten::lerp_.Scalar");
-  lerp_impl("aten::lerp_", s, e, wrap(w), Dest::kInplace, &s);
-  return s;
 }
 at::Tensor& lerp_s_out(const at::Tensor& s, const at::Tensor& e, const at::Scalar& w, at::Tensor& out) {
   lerp_impl("aten::lerp.Scalar_out", s, e, wrap(w), Dest::kOut, &out);
   return out;
-}
-at::Tensor lerp_t(const at::Tensor& s, const at::Tensor& e, const at::Tensor& w) {
-  TPU_COUNT("aten::lerp.Tensor");
-  return lerp_impl("aten::lerp", s, e, w, Dest::kNew, nullptr);
-}
-at::Tensor& lerp_t_(at::Tensor& s, const at::Tensor& e, const at::Tensor& w) {
-  TPU_COUNT("aten::lerp_.Tensor");
-  lerp_impl("aten::lerp_", s, e, w, Dest::kInplace, &s);
-  return s;
 }
 at::Tensor& lerp_t_out(const at::Tensor& s, const at::Tensor& e, const at::Tensor& w, at::Tensor& out) {
   lerp_impl("aten::lerp.Tensor_out", s, e, w, Dest::kOut, &out);
@@ -66,8 +47,7 @@ at::Tensor& lerp_t_out(const at::Tensor& s, const at::Tensor& e, const at::Tenso
 at::Tensor clamp_impl(const char* op, const at::Tensor& self, const at::Tensor* lo, const at::Tensor* hi, Dest dest,
                       const at::Tensor* target) {
   TORCH_CHECK(lo || hi, "torch.clamp: At least one of 'min' or 'max' must not be None");
-  c10::Device dev = target ? target->device() : self.device();
-  check_same_device(op, dev, {&self, lo, hi, target});
+  c10::Device dev = target && target->defined() ? target->device() : self.device();
   at::ScalarType ct = self.scalar_type();
   if (lo) ct = at::promote_types(ct, at::result_type(self, *lo));
   if (hi) ct = at::promote_types(ct, at::result_type(self, *hi));
@@ -78,61 +58,16 @@ at::Tensor clamp_impl(const char* op, const at::Tensor& self, const at::Tensor* 
   if (hi) x = b.min(x, k.in(*hi, ct));
   return finish(k, x, ct, dest, target);
 }
-at::Tensor clamp(const at::Tensor& s, const std::optional<at::Scalar>& lo, const std::optional<at::Scalar>& hi) {
-  TPU_COUNT("aten::clamp");
-  at::Tensor l = lo ? wrap(*lo) : at::Tensor(), h = hi ? wrap(*hi) : at::Tensor();
-  return clamp_impl("aten::clamp", s, lo ? &l : nullptr, hi ? &h : nullptr, Dest::kNew, nullptr);
-}
-at::Tensor& clamp_(at::Tensor& s, const std::optional<at::Scalar>& lo, const std::optional<at::Scalar>& hi) {
-  TPU_COUNT("aten::clamp_");
-  at::Tensor l = lo ? wrap(*lo) : at::Tensor(), h = hi ? wrap(*hi) : at::Tensor();
-  clamp_impl("aten::clamp_", s, lo ? &l : nullptr, hi ? &h : nullptr, Dest::kInplace, &s);
-  return s;
-}
 at::Tensor& clamp_out(const at::Tensor& s, const std::optional<at::Scalar>& lo, const std::optional<at::Scalar>& hi,
                       at::Tensor& out) {
-  TPU_COUNT("aten::clamp.out");
   at::Tensor l = lo ? wrap(*lo) : at::Tensor(), h = hi ? wrap(*hi) : at::Tensor();
   clamp_impl("aten::clamp.out", s, lo ? &l : nullptr, hi ? &h : nullptr, Dest::kOut, &out);
   return out;
-}
-at::Tensor clamp_t(const at::Tensor& s, const std::optional<at::Tensor>& lo, const std::optional<at::Tensor>& hi) {
-  TPU_COUNT("aten::clamp.Tensor");
-  return clamp_impl("aten::clamp", s, lo && lo->defined() ? &*lo : nullptr, hi && hi->defined() ? &*hi : nullptr,
-                    Dest::kNew, nullptr);
-}
-at::Tensor& clamp_t_(at::Tensor& s, const std::optional<at::Tensor>& lo, const std::optional<at::Tensor>& hi) {
-  TPU_COUNT("aten::clamp_.Tensor");
-  clamp_impl("aten::clamp_", s, lo && lo->defined() ? &*lo : nullptr, hi && hi->defined() ? &*hi : nullptr,
-             Dest::kInplace, &s);
-  return s;
-}
-at::Tensor clamp_min(const at::Tensor& s, const at::Scalar& lo) {
-  TPU_COUNT("aten::clamp_min");
-  at::Tensor l = wrap(lo);
-  return clamp_impl("aten::clamp_min", s, &l, nullptr, Dest::kNew, nullptr);
-}
-at::Tensor& clamp_min_(at::Tensor& s, const at::Scalar& lo) {
-  TPU_COUNT("aten::clamp_min_");
-  at::Tensor l = wrap(lo);
-  clamp_impl("aten::clamp_min_", s, &l, nullptr, Dest::kInplace, &s);
-  return s;
 }
 at::Tensor& clamp_min_out(const at::Tensor& s, const at::Scalar& lo, at::Tensor& out) {
   at::Tensor l = wrap(lo);
   clamp_impl("aten::clamp_min.out", s, &l, nullptr, Dest::kOut, &out);
   return out;
-}
-at::Tensor clamp_max(const at::Tensor& s, const at::Scalar& hi) {
-  TPU_COUNT("aten::clamp_max");
-  at::Tensor h = wrap(hi);
-  return clamp_impl("aten::clamp_max", s, nullptr, &h, Dest::kNew, nullptr);
-}
-at::Tensor& clamp_max_(at::Tensor& s, const at::Scalar& hi) {
-  TPU_COUNT("aten::clamp_max_");
-  at::Tensor h = wrap(hi);
-  clamp_impl("aten::clamp_max_", s, nullptr, &h, Dest::kInplace, &s);
-  return s;
 }
 at::Tensor& clamp_max_out(const at::Tensor& s, const at::Scalar& hi, at::Tensor& out) {
   at::Tensor h = wrap(hi);
@@ -142,28 +77,24 @@ at::Tensor& clamp_max_out(const at::Tensor& s, const at::Scalar& hi, at::Tensor&
 
 at::Tensor& clamp_t_out(const at::Tensor& s, const std::optional<at::Tensor>& lo, const std::optional<at::Tensor>& hi,
                         at::Tensor& out) {
-  TPU_COUNT("aten::clamp.Tensor_out");
   clamp_impl("aten::clamp.Tensor_out", s, lo && lo->defined() ? &*lo : nullptr, hi && hi->defined() ? &*hi : nullptr,
              Dest::kOut, &out);
   return out;
 }
 at::Tensor& clamp_min_t_out(const at::Tensor& s, const at::Tensor& lo, at::Tensor& out) {
-  TPU_COUNT("aten::clamp_min.Tensor_out");
   clamp_impl("aten::clamp_min.Tensor_out", s, &lo, nullptr, Dest::kOut, &out);
   return out;
 }
 at::Tensor& clamp_max_t_out(const at::Tensor& s, const at::Tensor& hi, at::Tensor& out) {
-  TPU_COUNT("aten::clamp_max.Tensor_out");
   clamp_impl("aten::clamp_max.Tensor_out", s, nullptr, &hi, Dest::kOut, &out);
   return out;
 }
 
 at::Tensor where_impl(const at::Tensor& cond, const at::Tensor& a, const at::Tensor& b, Dest dest,
                       const at::Tensor* target) {
-  c10::Device dev = target ? target->device()
+  c10::Device dev = target && target->defined() ? target->device()
                     : cond.device().is_privateuseone() ? cond.device()
                                                        : device_of(a, b);
-  check_same_device("aten::where", dev, {&cond, &a, &b, target});
   TORCH_CHECK(cond.scalar_type() == at::kBool, "where expected condition to be a boolean tensor, but got a tensor with dtype ",
               cond.scalar_type());
   at::ScalarType ct = at::result_type(a, b);
@@ -171,23 +102,16 @@ at::Tensor where_impl(const at::Tensor& cond, const at::Tensor& a, const at::Ten
   Value r = k.b().select(k.in(cond, at::kBool), k.in(a, ct), k.in(b, ct));
   return finish(k, r, ct, dest, target);
 }
-at::Tensor where(const at::Tensor& c, const at::Tensor& a, const at::Tensor& b) {
-  TPU_COUNT("aten::where.self");
-  return where_impl(c, a, b, Dest::kNew, nullptr);
-}
 at::Tensor& where_out(const at::Tensor& c, const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
-  TPU_COUNT("aten::where.self_out");
   where_impl(c, a, b, Dest::kOut, &out);
   return out;
 }
 
 at::Tensor& masked_fill_t(at::Tensor& self, const at::Tensor& mask, const at::Tensor& value) {
-  TPU_COUNT("aten::masked_fill_.Tensor");
   TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_fill_ only supports boolean masks, but got mask with dtype ",
               mask.scalar_type());
   TORCH_CHECK(value.dim() == 0, "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
               value.dim(), " dimension(s).");
-  check_same_device("aten::masked_fill_", self.device(), {&mask});
   Kernel k("aten::masked_fill_", self);
   Builder& b = k.b();
   Value x = k.in(self);
@@ -206,7 +130,6 @@ at::Tensor& masked_fill_s(at::Tensor& self, const at::Tensor& mask, const at::Sc
 // ---- activation derivatives ---------------------------------------------------
 
 at::Tensor grad_kernel(const char* op, const at::Tensor& grad, const at::Tensor& x, Bin f) {
-  check_same_device(op, grad.device(), {&x});
   Kernel k(op, grad);
   at::ScalarType ct = opmath(grad.scalar_type());
   Value r = f(k.b(), k.in(grad, ct), k.in(x, ct));
@@ -216,8 +139,6 @@ at::Tensor grad_kernel(const char* op, const at::Tensor& grad, const at::Tensor&
 }
 
 at::Tensor threshold_backward(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& threshold) {
-  TPU_COUNT("aten::threshold_backward");
-  check_same_device("aten::threshold_backward", grad.device(), {&self});
   Kernel k("aten::threshold_backward", grad);
   Builder& b = k.b();
   at::ScalarType ct = grad.scalar_type();
@@ -228,47 +149,33 @@ at::Tensor threshold_backward(const at::Tensor& grad, const at::Tensor& self, co
   return out;
 }
 
-at::Tensor gelu(const at::Tensor& self, c10::string_view approximate) {
-  TPU_COUNT("aten::gelu");
-  bool t = approximate == "tanh";
-  TORCH_CHECK(t || approximate == "none", "approximate argument must be either none or tanh.");
-  Kernel k("aten::gelu", self);
-  at::Tensor out = k.out(ops::gelu(k.b(), k.in(self, opmath(self.scalar_type())), t), self.scalar_type());
-  k.run();
-  return out;
-}
 at::Tensor& gelu_out(const at::Tensor& self, c10::string_view approximate, at::Tensor& out) {
-  TPU_COUNT("aten::gelu.out");
   bool t = approximate == "tanh";
   TORCH_CHECK(t || approximate == "none", "approximate argument must be either none or tanh.");
-  TORCH_CHECK(at::isFloatingType(self.scalar_type()), "\"GeluKernelImpl\" not implemented for '",
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()), "\"GeluKernelImpl\" not implemented for '",
               c10::toString(self.scalar_type()), "'");
-  TORCH_CHECK(out.scalar_type() == self.scalar_type(), "aten::gelu.out: expected out tensor to have dtype ",
-              self.scalar_type(), ", but got ", out.scalar_type(), " instead");
-  check_same_device("aten::gelu.out", self.device(), {&out});
+  TORCH_CHECK(!out.defined() || out.scalar_type() == self.scalar_type(),
+              "aten::gelu.out: expected out tensor to have dtype ", self.scalar_type(), ", but got ",
+              out.scalar_type(), " instead");
   Kernel k("aten::gelu.out", self);
-  k.into_resized(out, ops::gelu(k.b(), k.in(self, opmath(self.scalar_type())), t));
+  k.result(ops::gelu(k.b(), k.in(self, opmath(self.scalar_type())), t), self.scalar_type(), &out);
   k.run();
   return out;
 }
 at::Tensor gelu_backward(const at::Tensor& grad, const at::Tensor& self, c10::string_view approximate) {
-  TPU_COUNT("aten::gelu_backward");
   return grad_kernel("aten::gelu_backward", grad, self,
                      approximate == "tanh" ? +[](Builder& b, Value g, Value x) { return ops::gelu_backward(b, g, x, true); }
                                            : +[](Builder& b, Value g, Value x) { return ops::gelu_backward(b, g, x, false); });
 }
 at::Tensor silu_backward(const at::Tensor& grad, const at::Tensor& self) {
-  TPU_COUNT("aten::silu_backward");
   return grad_kernel("aten::silu_backward", grad, self, ops::silu_backward);
 }
 at::Tensor tanh_backward(const at::Tensor& grad, const at::Tensor& out) {
-  TPU_COUNT("aten::tanh_backward");
   return grad_kernel("aten::tanh_backward", grad, out, [](Builder& b, Value g, Value y) {
     return b.mul(g, b.sub(b.full_like(y, 1.0), b.mul(y, y)));
   });
 }
 at::Tensor sigmoid_backward(const at::Tensor& grad, const at::Tensor& out) {
-  TPU_COUNT("aten::sigmoid_backward");
   return grad_kernel("aten::sigmoid_backward", grad, out, [](Builder& b, Value g, Value y) {
     return b.mul(g, b.mul(y, b.sub(b.full_like(y, 1.0), y)));
   });
@@ -276,34 +183,20 @@ at::Tensor sigmoid_backward(const at::Tensor& grad, const at::Tensor& out) {
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("lerp.Scalar", TORCH_FN(lerp_s));
-  m.impl("lerp_.Scalar", TORCH_FN(lerp_s_));
-  m.impl("lerp.Scalar_out", TORCH_FN(lerp_s_out));
-  m.impl("lerp.Tensor", TORCH_FN(lerp_t));
-  m.impl("lerp_.Tensor", TORCH_FN(lerp_t_));
-  m.impl("lerp.Tensor_out", TORCH_FN(lerp_t_out));
-  m.impl("clamp", TORCH_FN(clamp));
-  m.impl("clamp_", TORCH_FN(clamp_));
-  m.impl("clamp.out", TORCH_FN(clamp_out));
-  m.impl("clamp.Tensor", TORCH_FN(clamp_t));
-  m.impl("clamp_.Tensor", TORCH_FN(clamp_t_));
-  m.impl("clamp.Tensor_out", TORCH_FN(clamp_t_out));
-  m.impl("clamp_min", TORCH_FN(clamp_min));
-  m.impl("clamp_min_", TORCH_FN(clamp_min_));
-  m.impl("clamp_min.out", TORCH_FN(clamp_min_out));
+TPU_KERNELS(m) {
+  m.out("lerp.Scalar_out", TORCH_FN(lerp_s_out), "lerp.Scalar", "lerp_.Scalar");
+  m.out("lerp.Tensor_out", TORCH_FN(lerp_t_out), "lerp.Tensor", "lerp_.Tensor");
+  m.out("clamp.out", TORCH_FN(clamp_out), "clamp", "clamp_");
+  m.out("clamp.Tensor_out", TORCH_FN(clamp_t_out), "clamp.Tensor", "clamp_.Tensor");
+  m.out("clamp_min.out", TORCH_FN(clamp_min_out), "clamp_min", "clamp_min_");
   m.impl("clamp_min.Tensor_out", TORCH_FN(clamp_min_t_out));
-  m.impl("clamp_max", TORCH_FN(clamp_max));
-  m.impl("clamp_max_", TORCH_FN(clamp_max_));
-  m.impl("clamp_max.out", TORCH_FN(clamp_max_out));
+  m.out("clamp_max.out", TORCH_FN(clamp_max_out), "clamp_max", "clamp_max_");
   m.impl("clamp_max.Tensor_out", TORCH_FN(clamp_max_t_out));
-  m.impl("where.self", TORCH_FN(where));
-  m.impl("where.self_out", TORCH_FN(where_out));
+  m.out("where.self_out", TORCH_FN(where_out), "where.self");
   m.impl("masked_fill_.Scalar", TORCH_FN(masked_fill_s));
   m.impl("masked_fill_.Tensor", TORCH_FN(masked_fill_t));
   m.impl("threshold_backward", TORCH_FN(threshold_backward));
-  m.impl("gelu", TORCH_FN(gelu));
-  m.impl("gelu.out", TORCH_FN(gelu_out));
+  m.out("gelu.out", TORCH_FN(gelu_out), "gelu");
   m.impl("gelu_backward", TORCH_FN(gelu_backward));
   m.impl("silu_backward", TORCH_FN(silu_backward));
   m.impl("tanh_backward", TORCH_FN(tanh_backward));

@@ -5,8 +5,8 @@
 // and mode's choice are the CPU's.
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/BucketizationUtils.h>
-#include <torch/library.h>
 
+#include "aten/registry.h"
 #include "aten/tensor_ir.h"
 #include "ops/sort.h"
 
@@ -24,7 +24,6 @@ struct Pair {
 
 void check_pair_outs(const char* op, const at::Tensor& self, const Pair& o) {
   if (!o.vo) return;
-  check_same_device(op, self.device(), {o.vo, o.io});
   TORCH_CHECK(o.vo->scalar_type() == self.scalar_type(), "Expected out tensor to have dtype ", self.scalar_type(),
               ", but got ", o.vo->scalar_type(), " instead");
   TORCH_CHECK(o.io->scalar_type() == at::kLong, "Expected out tensor to have dtype long int, but got ",
@@ -77,13 +76,11 @@ std::tuple<at::Tensor, at::Tensor> sort_impl(const char* op, const at::Tensor& s
 
 std::tuple<at::Tensor, at::Tensor> sort_stable(const at::Tensor& self, std::optional<bool> stable, int64_t dim,
                                                bool descending) {
-  TPU_COUNT("aten::sort.stable");
   return sort_impl("aten::sort.stable", self, dim, descending, {});
 }
 std::tuple<at::Tensor&, at::Tensor&> sort_values_stable(const at::Tensor& self, std::optional<bool> stable,
                                                         int64_t dim, bool descending, at::Tensor& values,
                                                         at::Tensor& indices) {
-  TPU_COUNT("aten::sort.values_stable");
   sort_impl("aten::sort.values_stable", self, dim, descending, {&values, &indices});
   return {values, indices};
 }
@@ -106,12 +103,10 @@ std::tuple<at::Tensor, at::Tensor> topk_impl(const at::Tensor& self, int64_t k_,
 }
 std::tuple<at::Tensor, at::Tensor> topk(const at::Tensor& self, c10::SymInt k, int64_t dim, bool largest,
                                         bool sorted) {
-  TPU_COUNT("aten::topk");
   return topk_impl(self, k.guard_int(__FILE__, __LINE__), dim, largest, {});
 }
 std::tuple<at::Tensor&, at::Tensor&> topk_values(const at::Tensor& self, c10::SymInt k, int64_t dim, bool largest,
                                                  bool sorted, at::Tensor& values, at::Tensor& indices) {
-  TPU_COUNT("aten::topk.values");
   topk_impl(self, k.guard_int(__FILE__, __LINE__), dim, largest, {&values, &indices});
   return {values, indices};
 }
@@ -164,19 +159,16 @@ std::tuple<at::Tensor, at::Tensor> select_impl(const char* op, const char* name,
 
 std::tuple<at::Tensor&, at::Tensor&> kthvalue_values(const at::Tensor& self, int64_t kth, int64_t dim, bool keepdim,
                                                      at::Tensor& values, at::Tensor& indices) {
-  TPU_COUNT("aten::kthvalue.values");
   select_impl("aten::kthvalue.values", "kthvalue", Select::kKth, self, kth, dim, keepdim, {&values, &indices});
   return {values, indices};
 }
 std::tuple<at::Tensor&, at::Tensor&> median_dim_values(const at::Tensor& self, int64_t dim, bool keepdim,
                                                        at::Tensor& values, at::Tensor& indices) {
-  TPU_COUNT("aten::median.dim_values");
   select_impl("aten::median.dim_values", "median", Select::kMedian, self, 0, dim, keepdim, {&values, &indices});
   return {values, indices};
 }
 std::tuple<at::Tensor&, at::Tensor&> nanmedian_dim_values(const at::Tensor& self, int64_t dim, bool keepdim,
                                                           at::Tensor& values, at::Tensor& indices) {
-  TPU_COUNT("aten::nanmedian.dim_values");
   select_impl("aten::nanmedian.dim_values", "nanmedian", Select::kNanMedian, self, 0, dim, keepdim,
               {&values, &indices});
   return {values, indices};
@@ -207,12 +199,10 @@ std::tuple<at::Tensor, at::Tensor> mode_impl(const at::Tensor& self, int64_t dim
   return emit(k, self, b.reshape(v, to_dims(shape)), b.reshape(i, to_dims(shape)), o);
 }
 std::tuple<at::Tensor, at::Tensor> mode(const at::Tensor& self, int64_t dim, bool keepdim) {
-  TPU_COUNT("aten::mode");
   return mode_impl(self, dim, keepdim, {});
 }
 std::tuple<at::Tensor&, at::Tensor&> mode_values(const at::Tensor& self, int64_t dim, bool keepdim,
                                                  at::Tensor& values, at::Tensor& indices) {
-  TPU_COUNT("aten::mode.values");
   mode_impl(self, dim, keepdim, {&values, &indices});
   return {values, indices};
 }
@@ -233,11 +223,9 @@ at::Tensor median_all_impl(const char* op, bool ignore_nan, const at::Tensor& se
   return v;
 }
 at::Tensor median_all(const at::Tensor& self) {
-  TPU_COUNT("aten::median");
   return median_all_impl("aten::median", false, self);
 }
 at::Tensor nanmedian_all(const at::Tensor& self) {
-  TPU_COUNT("aten::nanmedian");
   return median_all_impl("aten::nanmedian", true, self);
 }
 
@@ -255,11 +243,9 @@ void cum_extreme_helper(const char* op, bool is_max, const at::Tensor& self, at:
   k.run();
 }
 void cummax_helper(const at::Tensor& self, at::Tensor& values, at::Tensor& indices, int64_t dim) {
-  TPU_COUNT("aten::_cummax_helper");
   cum_extreme_helper("aten::_cummax_helper", true, self, values, indices, dim);
 }
 void cummin_helper(const at::Tensor& self, at::Tensor& values, at::Tensor& indices, int64_t dim) {
-  TPU_COUNT("aten::_cummin_helper");
   cum_extreme_helper("aten::_cummin_helper", false, self, values, indices, dim);
 }
 
@@ -269,7 +255,6 @@ at::Tensor logcumsumexp_impl(const at::Tensor& self, int64_t dim, const at::Tens
   const char* op = out ? "aten::_logcumsumexp.out" : "aten::_logcumsumexp";
   TORCH_CHECK(at::isFloatingType(self.scalar_type()), "\"logcumsumexp_out_cpu\" not implemented for '",
               at::toString(self.scalar_type()), "'");
-  if (out) check_same_device(op, self.device(), {out});
   const int64_t d = at::maybe_wrap_dim(dim, self.dim());
   Kernel k(op, self);
   const at::ScalarType ct = at::isReducedFloatingType(self.scalar_type()) ? at::kFloat : self.scalar_type();
@@ -279,14 +264,8 @@ at::Tensor logcumsumexp_impl(const at::Tensor& self, int64_t dim, const at::Tens
   k.run();
   return r;
 }
-at::Tensor logcumsumexp(const at::Tensor& self, int64_t dim) {
-  TPU_COUNT("aten::_logcumsumexp");
-  return logcumsumexp_impl(self, dim, nullptr);
-}
 at::Tensor& logcumsumexp_out(const at::Tensor& self, int64_t dim, at::Tensor& out) {
-  TPU_COUNT("aten::_logcumsumexp.out");
-  logcumsumexp_impl(self, dim, &out);
-  return out;
+  return handed(out, logcumsumexp_impl(self, dim, given(out)));
 }
 
 // ---- searchsorted, bucketize, isin ------------------------------------------------------
@@ -300,7 +279,6 @@ at::Tensor search_impl(const char* op, const at::Tensor& boundaries, const at::T
   const at::Tensor sorter = sorter_opt ? *sorter_opt : at::Tensor();
   const at::ScalarType rt = out_int32 ? at::kInt : at::kLong;
   at::Tensor result = out ? *out : empty_device({0}, rt, boundaries.device().index());
-  check_same_device(op, boundaries.device(), {&input, out, sorter.defined() ? &sorter : nullptr});
   if (sorter.defined()) {
     TORCH_CHECK(sorter.sizes() == boundaries.sizes(), "torch.searchsorted(): boundary and sorter must have the same "
                 "size, but got boundary tensor ", boundaries.sizes(), "and got sorter tensor ", sorter.sizes());
@@ -337,19 +315,16 @@ at::Tensor search_impl(const char* op, const at::Tensor& boundaries, const at::T
 }
 at::Tensor searchsorted_tensor(const at::Tensor& boundaries, const at::Tensor& self, bool out_int32, bool right,
                                std::optional<c10::string_view> side, const std::optional<at::Tensor>& sorter) {
-  TPU_COUNT("aten::searchsorted.Tensor");
   return search_impl("aten::searchsorted", boundaries, self, out_int32, right, side, sorter, nullptr);
 }
 at::Tensor& searchsorted_tensor_out(const at::Tensor& boundaries, const at::Tensor& self, bool out_int32, bool right,
                                     std::optional<c10::string_view> side, const std::optional<at::Tensor>& sorter,
                                     at::Tensor& out) {
-  TPU_COUNT("aten::searchsorted.Tensor_out");
   search_impl("aten::searchsorted.out", boundaries, self, out_int32, right, side, sorter, &out);
   return out;
 }
 at::Tensor searchsorted_scalar(const at::Tensor& boundaries, const at::Scalar& self, bool out_int32, bool right,
                                std::optional<c10::string_view> side, const std::optional<at::Tensor>& sorter) {
-  TPU_COUNT("aten::searchsorted.Scalar");
   return search_impl("aten::searchsorted", boundaries,
                      at::native::searchsorted_scalar_tensor(self, boundaries.device()), out_int32, right, side,
                      sorter, nullptr);
@@ -357,7 +332,6 @@ at::Tensor searchsorted_scalar(const at::Tensor& boundaries, const at::Scalar& s
 at::Tensor& searchsorted_scalar_out(const at::Tensor& boundaries, const at::Scalar& self, bool out_int32, bool right,
                                     std::optional<c10::string_view> side, const std::optional<at::Tensor>& sorter,
                                     at::Tensor& out) {
-  TPU_COUNT("aten::searchsorted.Scalar_out");
   search_impl("aten::searchsorted.out", boundaries, at::native::searchsorted_scalar_tensor(self, boundaries.device()),
               out_int32, right, side, sorter, &out);
   return out;
@@ -366,26 +340,22 @@ void check_bucketize(const at::Tensor& boundaries) {
   TORCH_CHECK(boundaries.dim() == 1, "boundaries tensor must be 1 dimension, but got dim(", boundaries.dim(), ")");
 }
 at::Tensor bucketize_tensor(const at::Tensor& self, const at::Tensor& boundaries, bool out_int32, bool right) {
-  TPU_COUNT("aten::bucketize.Tensor");
   check_bucketize(boundaries);
   return search_impl("aten::bucketize", boundaries, self, out_int32, right, std::nullopt, std::nullopt, nullptr);
 }
 at::Tensor& bucketize_tensor_out(const at::Tensor& self, const at::Tensor& boundaries, bool out_int32, bool right,
                                  at::Tensor& out) {
-  TPU_COUNT("aten::bucketize.Tensor_out");
   check_bucketize(boundaries);
   search_impl("aten::bucketize.out", boundaries, self, out_int32, right, std::nullopt, std::nullopt, &out);
   return out;
 }
 at::Tensor bucketize_scalar(const at::Scalar& self, const at::Tensor& boundaries, bool out_int32, bool right) {
-  TPU_COUNT("aten::bucketize.Scalar");
   check_bucketize(boundaries);
   return search_impl("aten::bucketize", boundaries, at::native::searchsorted_scalar_tensor(self, boundaries.device()),
                      out_int32, right, std::nullopt, std::nullopt, nullptr);
 }
 at::Tensor& bucketize_scalar_out(const at::Scalar& self, const at::Tensor& boundaries, bool out_int32, bool right,
                                  at::Tensor& out) {
-  TPU_COUNT("aten::bucketize.Scalar_out");
   check_bucketize(boundaries);
   search_impl("aten::bucketize.out", boundaries, at::native::searchsorted_scalar_tensor(self, boundaries.device()),
               out_int32, right, std::nullopt, std::nullopt, &out);
@@ -398,11 +368,10 @@ void check_isin_dtype(at::ScalarType t) {
 
 // isin: each element compared (==, in the common dtype) with every test
 // element; NaN matches nothing, -0.0 matches 0.0.
-at::Tensor isin_impl(const at::Tensor& elements, const at::Tensor& test, bool invert, at::Tensor* out) {
+at::Tensor isin_impl(const at::Tensor& elements, const at::Tensor& test, bool invert, const at::Tensor* out) {
   const char* op = out ? "aten::isin.out" : "aten::isin";
   check_isin_dtype(elements.scalar_type());
   check_isin_dtype(test.scalar_type());
-  check_same_device(op, elements.device(), {&test, out});
   if (out)
     TORCH_CHECK(out->scalar_type() == at::kBool, op, ": expected a bool out tensor, got ", out->scalar_type());
   const at::ScalarType ct = at::result_type(elements, test);
@@ -417,59 +386,39 @@ at::Tensor isin_impl(const at::Tensor& elements, const at::Tensor& test, bool in
     Value tv = b.broadcast_in_dim(b.reshape(k.in(test, ct), {t}), {e, t}, {1});
     r = b.reshape(b.reduce_max(b.compare(ev, tv, Cmp::kEQ), {1}), to_dims(elements.sizes()));
   }
-  if (invert) r = b.unary("stablehlo.not", r);
+  if (invert) r = b.logical_not(r);
   at::Tensor result = k.result(r, at::kBool, out);
   k.run();
   return result;
 }
-at::Tensor isin_tt(const at::Tensor& elements, const at::Tensor& test, bool assume_unique, bool invert) {
-  TPU_COUNT("aten::isin.Tensor_Tensor");
-  return isin_impl(elements, test, invert, nullptr);
-}
 at::Tensor& isin_tt_out(const at::Tensor& elements, const at::Tensor& test, bool assume_unique, bool invert,
                         at::Tensor& out) {
-  TPU_COUNT("aten::isin.Tensor_Tensor_out");
-  isin_impl(elements, test, invert, &out);
-  return out;
-}
-at::Tensor isin_ts(const at::Tensor& elements, const at::Scalar& test, bool assume_unique, bool invert) {
-  TPU_COUNT("aten::isin.Tensor_Scalar");
-  return isin_impl(elements, at::native::searchsorted_scalar_tensor(test, elements.device()), invert, nullptr);
+  return handed(out, isin_impl(elements, test, invert, given(out)));
 }
 at::Tensor& isin_ts_out(const at::Tensor& elements, const at::Scalar& test, bool assume_unique, bool invert,
                         at::Tensor& out) {
-  TPU_COUNT("aten::isin.Tensor_Scalar_out");
-  isin_impl(elements, at::native::searchsorted_scalar_tensor(test, elements.device()), invert, &out);
-  return out;
-}
-at::Tensor isin_st(const at::Scalar& element, const at::Tensor& test, bool assume_unique, bool invert) {
-  TPU_COUNT("aten::isin.Scalar_Tensor");
-  return isin_impl(at::native::searchsorted_scalar_tensor(element, test.device()), test, invert, nullptr);
+  return handed(out,
+                isin_impl(elements, at::native::searchsorted_scalar_tensor(test, elements.device()), invert, given(out)));
 }
 at::Tensor& isin_st_out(const at::Scalar& element, const at::Tensor& test, bool assume_unique, bool invert,
                         at::Tensor& out) {
-  TPU_COUNT("aten::isin.Scalar_Tensor_out");
-  isin_impl(at::native::searchsorted_scalar_tensor(element, test.device()), test, invert, &out);
-  return out;
+  return handed(out,
+                isin_impl(at::native::searchsorted_scalar_tensor(element, test.device()), test, invert, given(out)));
 }
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TPU_KERNELS(m) {
   m.impl("_cummax_helper", TORCH_FN(cummax_helper));
   m.impl("_cummin_helper", TORCH_FN(cummin_helper));
-  m.impl("_logcumsumexp", TORCH_FN(logcumsumexp));
-  m.impl("_logcumsumexp.out", TORCH_FN(logcumsumexp_out));
+  m.out("_logcumsumexp.out", TORCH_FN(logcumsumexp_out), "_logcumsumexp");
   m.impl("bucketize.Scalar", TORCH_FN(bucketize_scalar));
   m.impl("bucketize.Scalar_out", TORCH_FN(bucketize_scalar_out));
   m.impl("bucketize.Tensor", TORCH_FN(bucketize_tensor));
   m.impl("bucketize.Tensor_out", TORCH_FN(bucketize_tensor_out));
-  m.impl("isin.Scalar_Tensor", TORCH_FN(isin_st));
-  m.impl("isin.Scalar_Tensor_out", TORCH_FN(isin_st_out));
-  m.impl("isin.Tensor_Scalar", TORCH_FN(isin_ts));
-  m.impl("isin.Tensor_Scalar_out", TORCH_FN(isin_ts_out));
-  m.impl("isin.Tensor_Tensor", TORCH_FN(isin_tt));
-  m.impl("isin.Tensor_Tensor_out", TORCH_FN(isin_tt_out));
+  m.out("isin.Scalar_Tensor_out", TORCH_FN(isin_st_out), "isin.Scalar_Tensor");
+  m.out("isin.Tensor_Scalar_out", TORCH_FN(isin_ts_out), "isin.Tensor_Scalar");
+  m.out("isin.Tensor_Tensor_out", TORCH_FN(isin_tt_out), "isin.Tensor_Tensor");
   m.impl("kthvalue.values", TORCH_FN(kthvalue_values));
   m.impl("median", TORCH_FN(median_all));
   m.impl("median.dim_values", TORCH_FN(median_dim_values));

@@ -3,8 +3,8 @@
 #include <cmath>
 
 #include <ATen/WrapDimUtils.h>
-#include <torch/library.h>
 
+#include "aten/registry.h"
 #include "aten/reduce_dims.h"
 
 namespace torchtpu::aten {
@@ -44,7 +44,6 @@ void check_out_dtype(const char* op, const at::Tensor& out, at::ScalarType expec
 at::Tensor var_impl(const char* op, bool take_sqrt, const at::Tensor& self, at::OptionalIntArrayRef dim,
                     const std::optional<at::Scalar>& correction, bool keepdim, const at::Tensor* out) {
   if (out) {
-    check_same_device(op, self.device(), {out});
     check_out_dtype(op, *out, self.scalar_type());
   }
   Kernel k(op, self);
@@ -56,25 +55,13 @@ at::Tensor var_impl(const char* op, bool take_sqrt, const at::Tensor& self, at::
   k.run();
   return result;
 }
-at::Tensor var_corr(const at::Tensor& s, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& c, bool kd) {
-  TPU_COUNT("aten::var.correction");
-  return var_impl("aten::var", false, s, dim, c, kd, nullptr);
-}
-at::Tensor std_corr(const at::Tensor& s, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& c, bool kd) {
-  TPU_COUNT("aten::std.correction");
-  return var_impl("aten::std", true, s, dim, c, kd, nullptr);
-}
 at::Tensor& var_corr_out(const at::Tensor& s, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& c,
                          bool kd, at::Tensor& out) {
-  TPU_COUNT("aten::var.correction_out");
-  var_impl("aten::var.correction_out", false, s, dim, c, kd, &out);
-  return out;
+  return handed(out, var_impl("aten::var.correction_out", false, s, dim, c, kd, given(out)));
 }
 at::Tensor& std_corr_out(const at::Tensor& s, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& c,
                          bool kd, at::Tensor& out) {
-  TPU_COUNT("aten::std.correction_out");
-  var_impl("aten::std.correction_out", true, s, dim, c, kd, &out);
-  return out;
+  return handed(out, var_impl("aten::std.correction_out", true, s, dim, c, kd, given(out)));
 }
 
 // The mean of var_mean/std_mean as the CPU's Welford update computes it
@@ -86,12 +73,12 @@ Value welford_mean(Kernel& k, const at::Tensor& self, const std::vector<int64_t>
   if (dims.empty() || count_of(self, dims) <= 1) return mean;
   const ir::Dims full = to_dims(self.sizes());
   Value x = k.in(self, acc_type(self.scalar_type()));
-  Value inf = b.compare(b.unary("stablehlo.abs", x), b.constant(b.dtype(x), INFINITY), Cmp::kEQ);
+  Value inf = b.compare(b.abs(x), b.constant(b.dtype(x), INFINITY), Cmp::kEQ);
   Value last = b.constant(DType::kBool, 1, full);
   for (int64_t d : dims)
     last = b.logical_and(last, b.compare(b.iota(DType::kS64, full, d),
                                          b.constant(DType::kS64, static_cast<double>(full[d] - 1)), Cmp::kEQ));
-  Value early_inf = b.reduce_max(b.logical_and(inf, b.unary("stablehlo.not", last)), dims);
+  Value early_inf = b.reduce_max(b.logical_and(inf, b.logical_not(last)), dims);
   return b.select(early_inf, b.constant(b.dtype(mean), NAN, b.dims(mean)), mean);
 }
 
@@ -111,27 +98,25 @@ std::tuple<at::Tensor, at::Tensor> var_mean_impl(const char* op, bool take_sqrt,
 }
 std::tuple<at::Tensor, at::Tensor> var_mean_corr(const at::Tensor& s, at::OptionalIntArrayRef dim,
                                                  const std::optional<at::Scalar>& c, bool kd) {
-  TPU_COUNT("aten::var_mean.correction");
   return var_mean_impl("aten::var_mean", false, s, dim, c, kd);
 }
 std::tuple<at::Tensor, at::Tensor> std_mean_corr(const at::Tensor& s, at::OptionalIntArrayRef dim,
                                                  const std::optional<at::Scalar>& c, bool kd) {
-  TPU_COUNT("aten::std_mean.correction");
   return var_mean_impl("aten::std_mean", true, s, dim, c, kd);
 }
 
 // The p-norm over `dims` of `x` (in its compute type).
 Value norm_value(Kernel& k, Value x, const at::Scalar& ord, const std::vector<int64_t>& dims, at::ScalarType ct) {
   Builder& b = k.b();
-  Value a = b.unary("stablehlo.abs", x);
+  Value a = b.abs(x);
   double p = ord.toDouble();
   if (std::isinf(p)) return p > 0 ? b.reduce_max(a, dims) : b.reduce_min(a, dims);
   if (p == 0) return b.reduce_sum(b.convert(b.compare(a, b.zeros_like(a), Cmp::kNE), to_ir(ct)), dims);
   if (p == 1) return b.reduce_sum(a, dims);
   if (p == 2) return b.sqrt(b.reduce_sum(b.mul(a, a), dims));
-  Value pw = b.binary_bcast("stablehlo.power", a, k.scalar(ord, ct));
+  Value pw = b.pow(a, k.scalar(ord, ct));
   Value s = b.reduce_sum(pw, dims);
-  return b.binary_bcast("stablehlo.power", s, b.div(b.constant(to_ir(ct), 1.0), k.scalar(ord, ct)));
+  return b.pow(s, b.div(b.constant(to_ir(ct), 1.0), k.scalar(ord, ct)));
 }
 
 at::Tensor vector_norm_impl(const at::Tensor& self, const at::Scalar& ord, at::OptionalIntArrayRef dim, bool keepdim,
@@ -146,30 +131,20 @@ at::Tensor vector_norm_impl(const at::Tensor& self, const at::Scalar& ord, at::O
   k.run();
   return result;
 }
-at::Tensor vector_norm(const at::Tensor& s, const at::Scalar& ord, at::OptionalIntArrayRef dim, bool keepdim,
-                       std::optional<at::ScalarType> dtype) {
-  TPU_COUNT("aten::linalg_vector_norm");
-  return vector_norm_impl(s, ord, dim, keepdim, dtype, nullptr);
-}
 at::Tensor& vector_norm_out(const at::Tensor& s, const at::Scalar& ord, at::OptionalIntArrayRef dim, bool keepdim,
                             std::optional<at::ScalarType> dtype, at::Tensor& out) {
-  vector_norm_impl(s, ord, dim, keepdim, dtype, &out);
-  return out;
+  return handed(out, vector_norm_impl(s, ord, dim, keepdim, dtype, given(out)));
 }
 
 // norm with out=: the vector norm over `dim` (p defaults to 2).
 at::Tensor& norm_out(const at::Tensor& s, const std::optional<at::Scalar>& p, at::IntArrayRef dim, bool keepdim,
                      at::Tensor& out) {
-  TPU_COUNT("aten::norm.out");
-  check_same_device("aten::norm.out", s.device(), {&out});
   check_out_dtype("aten::norm.out", out, s.scalar_type());
   vector_norm_impl(s, p.value_or(2), dim, keepdim, std::nullopt, &out);
   return out;
 }
 at::Tensor& norm_dtype_out(const at::Tensor& s, const std::optional<at::Scalar>& p, at::IntArrayRef dim,
                            bool keepdim, at::ScalarType dtype, at::Tensor& out) {
-  TPU_COUNT("aten::norm.dtype_out");
-  check_same_device("aten::norm.dtype_out", s.device(), {&out});
   check_out_dtype("aten::norm.dtype_out", out, dtype);
   vector_norm_impl(s, p.value_or(2), dim, keepdim, dtype, &out);
   return out;
@@ -180,15 +155,13 @@ at::Tensor& norm_dtype_out(const at::Tensor& s, const std::optional<at::Scalar>&
 // input, the factor rounded to the input's dtype, then one multiply.
 at::Tensor& renorm_out(const at::Tensor& self, const at::Scalar& p, int64_t dim, const at::Scalar& maxnorm,
                        at::Tensor& out) {
-  TPU_COUNT("aten::renorm.out");
   TORCH_CHECK(!p.isComplex() && p.toDouble() > 0, "renorm: non-positive-norm not supported");
   TORCH_CHECK(!maxnorm.isComplex() && maxnorm.toDouble() >= 0, "renorm: expected maxnorm to be >= 0 but got ",
               maxnorm.toDouble());
   TORCH_CHECK(self.dim() > 1, "renorm: input needs at least 2 dimensions, got ", self.dim(), " dimensions");
   TORCH_CHECK(at::isFloatingType(self.scalar_type()), "renorm: expected a floating point tensor, got ",
               self.scalar_type());
-  check_same_device("aten::renorm", self.device(), {&out});
-  check_out_dtype("aten::renorm", out, self.scalar_type());
+  if (out.defined()) check_out_dtype("aten::renorm", out, self.scalar_type());
   const int64_t w = at::maybe_wrap_dim(dim, self.dim());
   std::vector<int64_t> dims;
   for (int64_t i = 0; i < self.dim(); ++i)
@@ -203,33 +176,21 @@ at::Tensor& renorm_out(const at::Tensor& self, const at::Scalar& p, int64_t dim,
                           b.full_like(norm, 1));
   const DType t = to_ir(self.scalar_type());
   Value r = b.mul(k.in(self), b.broadcast_to(b.convert(factor, t), full));
-  k.into_resized(out, r);
+  k.result(r, self.scalar_type(), &out);
   k.run();
   return out;
-}
-at::Tensor renorm(const at::Tensor& self, const at::Scalar& p, int64_t dim, const at::Scalar& maxnorm) {
-  at::Tensor out = empty_device({0}, self.scalar_type(), self.device().index());
-  return renorm_out(self, p, dim, maxnorm, out);
-}
-at::Tensor& renorm_(at::Tensor& self, const at::Scalar& p, int64_t dim, const at::Scalar& maxnorm) {
-  return renorm_out(self, p, dim, maxnorm, self);
 }
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("linalg_vector_norm", TORCH_FN(vector_norm));
-  m.impl("linalg_vector_norm.out", TORCH_FN(vector_norm_out));
+TPU_KERNELS(m) {
+  m.out("linalg_vector_norm.out", TORCH_FN(vector_norm_out), "linalg_vector_norm");
   m.impl("norm.dtype_out", TORCH_FN(norm_dtype_out));
   m.impl("norm.out", TORCH_FN(norm_out));
-  m.impl("renorm", TORCH_FN(renorm));
-  m.impl("renorm.out", TORCH_FN(renorm_out));
-  m.impl("renorm_", TORCH_FN(renorm_));
-  m.impl("std.correction", TORCH_FN(std_corr));
-  m.impl("std.correction_out", TORCH_FN(std_corr_out));
+  m.out("renorm.out", TORCH_FN(renorm_out), "renorm", "renorm_");
+  m.out("std.correction_out", TORCH_FN(std_corr_out), "std.correction");
   m.impl("std_mean.correction", TORCH_FN(std_mean_corr));
-  m.impl("var.correction", TORCH_FN(var_corr));
-  m.impl("var.correction_out", TORCH_FN(var_corr_out));
+  m.out("var.correction_out", TORCH_FN(var_corr_out), "var.correction");
   m.impl("var_mean.correction", TORCH_FN(var_mean_corr));
 }
 

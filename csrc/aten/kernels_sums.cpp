@@ -2,8 +2,8 @@
 // count_nonzero. Integer and bool inputs give int64 unless a dtype is given;
 // 16-bit floats accumulate in float32 and round once.
 #include <ATen/WrapDimUtils.h>
-#include <torch/library.h>
 
+#include "aten/registry.h"
 #include "aten/reduce_dims.h"
 
 namespace torchtpu::aten {
@@ -19,7 +19,6 @@ at::ScalarType sum_type(const at::Tensor& self, std::optional<at::ScalarType> dt
 
 void check_out(const char* op, const at::Tensor& self, std::optional<at::ScalarType> dtype, const at::Tensor* out) {
   if (!out) return;
-  check_same_device(op, self.device(), {out});
   TORCH_CHECK(!dtype || out->scalar_type() == *dtype, op, ": Expected out tensor to have dtype ", *dtype,
               ", but got ", out->scalar_type(), " instead");
 }
@@ -38,15 +37,9 @@ at::Tensor nansum_impl(const at::Tensor& self, at::OptionalIntArrayRef dim, bool
   k.run();
   return result;
 }
-at::Tensor nansum(const at::Tensor& s, at::OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dt) {
-  TPU_COUNT("aten::nansum");
-  return nansum_impl(s, dim, keepdim, dt, nullptr);
-}
 at::Tensor& nansum_out(const at::Tensor& s, at::OptionalIntArrayRef dim, bool keepdim,
                        std::optional<at::ScalarType> dt, at::Tensor& out) {
-  TPU_COUNT("aten::nansum.out");
-  nansum_impl(s, dim, keepdim, dt, &out);
-  return out;
+  return handed(out, nansum_impl(s, dim, keepdim, dt, given(out)));
 }
 
 // `dim` empty: the product of all elements.
@@ -70,29 +63,16 @@ at::Tensor prod_impl(const at::Tensor& self, std::optional<int64_t> dim, bool ke
   k.run();
   return result;
 }
-at::Tensor prod(const at::Tensor& s, std::optional<at::ScalarType> dt) {
-  TPU_COUNT("aten::prod");
-  return prod_impl(s, std::nullopt, false, dt, nullptr);
-}
 at::Tensor& prod_out(const at::Tensor& s, std::optional<at::ScalarType> dt, at::Tensor& out) {
-  TPU_COUNT("aten::prod.out");
-  prod_impl(s, std::nullopt, false, dt, &out);
-  return out;
-}
-at::Tensor prod_dim(const at::Tensor& s, int64_t dim, bool keepdim, std::optional<at::ScalarType> dt) {
-  TPU_COUNT("aten::prod.dim_int");
-  return prod_impl(s, dim, keepdim, dt, nullptr);
+  return handed(out, prod_impl(s, std::nullopt, false, dt, given(out)));
 }
 at::Tensor& prod_int_out(const at::Tensor& s, int64_t dim, bool keepdim, std::optional<at::ScalarType> dt,
                          at::Tensor& out) {
-  TPU_COUNT("aten::prod.int_out");
-  prod_impl(s, dim, keepdim, dt, &out);
-  return out;
+  return handed(out, prod_impl(s, dim, keepdim, dt, given(out)));
 }
 
 at::Tensor count_nonzero_impl(const at::Tensor& self, at::IntArrayRef dim, const at::Tensor* out) {
   if (out) {
-    check_same_device("aten::count_nonzero", self.device(), {out});
     TORCH_CHECK(out->scalar_type() == at::kLong, "count_nonzero: Expected out tensor to have dtype Long, but got ",
                 out->scalar_type(), " instead");
   }
@@ -104,27 +84,17 @@ at::Tensor count_nonzero_impl(const at::Tensor& self, at::IntArrayRef dim, const
   k.run();
   return result;
 }
-at::Tensor count_nonzero(const at::Tensor& s, at::IntArrayRef dim) {
-  TPU_COUNT("aten::count_nonzero.dim_IntList");
-  return count_nonzero_impl(s, dim, nullptr);
-}
 at::Tensor& count_nonzero_out(const at::Tensor& s, at::IntArrayRef dim, at::Tensor& out) {
-  TPU_COUNT("aten::count_nonzero.dim_IntList_out");
-  count_nonzero_impl(s, dim, &out);
-  return out;
+  return handed(out, count_nonzero_impl(s, dim, given(out)));
 }
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("count_nonzero.dim_IntList", TORCH_FN(count_nonzero));
-  m.impl("count_nonzero.dim_IntList_out", TORCH_FN(count_nonzero_out));
-  m.impl("nansum", TORCH_FN(nansum));
-  m.impl("nansum.out", TORCH_FN(nansum_out));
-  m.impl("prod", TORCH_FN(prod));
-  m.impl("prod.dim_int", TORCH_FN(prod_dim));
-  m.impl("prod.int_out", TORCH_FN(prod_int_out));
-  m.impl("prod.out", TORCH_FN(prod_out));
+TPU_KERNELS(m) {
+  m.out("count_nonzero.dim_IntList_out", TORCH_FN(count_nonzero_out), "count_nonzero.dim_IntList");
+  m.out("nansum.out", TORCH_FN(nansum_out), "nansum");
+  m.out("prod.out", TORCH_FN(prod_out), "prod");
+  m.out("prod.int_out", TORCH_FN(prod_int_out), "prod.dim_int");
 }
 
 }  // namespace torchtpu::aten

@@ -25,8 +25,11 @@ enum class Dest { kNew, kInplace, kOut };
 
 inline at::Tensor finish(Kernel& k, Value r, at::ScalarType rt, Dest dest, const at::Tensor* target) {
   at::Tensor result;
-  if (dest == Dest::kNew) {
+  if (dest == Dest::kNew || !target->defined()) {
     result = k.out(r, rt);
+    // An out= kernel called with an undefined `out` (the functional form
+    // registry.h derives from it) hands back the new tensor through `out`.
+    if (target) const_cast<at::Tensor&>(*target) = result;
   } else {
     const at::Tensor& t = *target;
     TORCH_CHECK(at::canCast(rt, t.scalar_type()), "result type ", rt, " can't be cast to the desired output type ",

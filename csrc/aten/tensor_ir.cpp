@@ -1,5 +1,7 @@
 #include "aten/tensor_ir.h"
 
+#include <ATen/native/Resize.h>
+
 #include <c10/core/DeviceGuard.h>
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/graph_task.h>
@@ -294,6 +296,7 @@ void Kernel::into(const at::Tensor& dst, Value v) {
 }
 
 void Kernel::into_resized(const at::Tensor& out, Value v) {
+  TORCH_INTERNAL_ASSERT(out.defined(), op_, ": an out= kernel with an undefined out must write it with result()");
   const ir::Dims d = b().dims(v);
   if (to_dims(out.sizes()) != d) {
     // As PyTorch's TensorIterator: an out= tensor that is also an input
@@ -301,13 +304,19 @@ void Kernel::into_resized(const at::Tensor& out, Value v) {
     const eager::StorageValue* s = storage_value(out);
     TORCH_CHECK(std::find(read_.begin(), read_.end(), s) == read_.end(), op_, ": output with shape ", out.sizes(),
                 " doesn't match the broadcast shape ", c10::IntArrayRef(d));
-    out.resize_(d);
+    at::native::resize_output(out, d);  // warns when a non-empty out is resized, as PyTorch's out= ops
   }
   into(out, v);
 }
 
 at::Tensor Kernel::result(Value v, at::ScalarType dtype, const at::Tensor* out) {
   if (!out) return this->out(v, dtype);
+  if (!out->defined()) {
+    // The functional form registry.h derives from an out= kernel.
+    at::Tensor t = this->out(v, dtype);
+    const_cast<at::Tensor&>(*out) = t;
+    return t;
+  }
   into_resized(*out, v);
   return *out;
 }

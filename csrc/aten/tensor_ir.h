@@ -78,6 +78,16 @@ class Kernel {
   eager::OpGraph og_;
 };
 
+// For out= kernels over an implementation that takes `out` as an optional
+// pointer: the out tensor when the caller gave one, else nullptr (a new
+// tensor; the functional form registry.h derives passes an undefined out),
+// and the result handed back through an undefined out.
+inline const at::Tensor* given(const at::Tensor& out) { return out.defined() ? &out : nullptr; }
+inline at::Tensor& handed(at::Tensor& out, const at::Tensor& result) {
+  if (!out.defined()) out = result;
+  return out;
+}
+
 // Checks (Kernel::check) that `index` (read as `idx`, int64) lies in
 // [-size, size), or [0, size) when negatives are refused, naming `what`.
 void check_index(Kernel& k, Value idx, int64_t size, bool allow_negative, Kernel::CheckKind kind,
@@ -112,7 +122,3 @@ std::vector<CheckRecord> take_checks(const std::function<bool(const at::Tensor&)
 [[noreturn]] void rethrow_device_error(const eager::DeviceError& e);
 
 }  // namespace torchtpu::aten
-
-#define TPU_COUNT(name)                                  \
-  static ::torchtpu::eager::OpCounter tpu_counter_(name); \
-  tpu_counter_.inc()

@@ -35,7 +35,7 @@ Value leaky_relu_backward(Builder& b, Value g, Value x, Value slope) {
 
 Value softplus(Builder& b, Value x, Value beta, Value threshold) {
   Value xb = b.mul(x, beta);
-  Value soft = b.div(b.unary("stablehlo.log_plus_one", b.exp(xb)), beta);
+  Value soft = b.div(b.log1p(b.exp(xb)), beta);
   return b.select(b.compare(xb, threshold, Cmp::kGT), x, soft);
 }
 
@@ -47,7 +47,7 @@ Value softplus_backward(Builder& b, Value g, Value x, Value beta, Value threshol
 }
 
 namespace {
-Value tanh_softplus(Builder& b, Value x) { return b.tanh(b.unary("stablehlo.log_plus_one", b.exp(x))); }
+Value tanh_softplus(Builder& b, Value x) { return b.tanh(b.log1p(b.exp(x))); }
 }  // namespace
 
 Value mish(Builder& b, Value x) { return b.mul(x, tanh_softplus(b, x)); }
@@ -110,8 +110,8 @@ Value sigmoid_exp(Builder& b, Value x) { return b.div(one(b, x), b.add(one(b, x)
 Value glu(Builder& b, Value a, Value c) { return b.mul(a, sigmoid_exp(b, c)); }
 
 std::pair<Value, Value> log_sigmoid(Builder& b, Value x) {
-  Value buffer = b.exp(b.neg(b.unary("stablehlo.abs", x)));
-  Value out = b.sub(b.min(x, zero(b, x)), b.unary("stablehlo.log_plus_one", buffer));
+  Value buffer = b.exp(b.neg(b.abs(x)));
+  Value out = b.sub(b.min(x, zero(b, x)), b.log1p(buffer));
   return {out, buffer};
 }
 

@@ -70,11 +70,11 @@ constexpr double kModifiedBesselI1B[] = {
     7.78576235018280120474E-1};
 
 Value K(Builder& b, Value like, double v) { return b.constant(b.dtype(like), v); }
-Value abs(Builder& b, Value x) { return b.unary("stablehlo.abs", x); }
+Value abs(Builder& b, Value x) { return b.abs(x); }
 Value cmp(Builder& b, Value x, double v, Cmp c) { return b.compare(x, K(b, x, v), c); }
 Value sel(Builder& b, Value p, double t, Value f) { return b.select(p, K(b, f, t), f); }
-Value sin(Builder& b, Value x) { return b.unary("stablehlo.sine", x); }
-Value cos(Builder& b, Value x) { return b.unary("stablehlo.cosine", x); }
+Value sin(Builder& b, Value x) { return b.sin(x); }
+Value cos(Builder& b, Value x) { return b.cos(x); }
 
 // r = r * z + c[i] from r = 0, as the Math.h loops.
 template <size_t N>

@@ -96,6 +96,8 @@ Value Builder::binary_bcast(const char* op, Value a, Value b) {
   return g_.add(op, {a, b}, type(a));
 }
 
+Value Builder::is_finite(Value a) { return g_.add("stablehlo.is_finite", {a}, ir::Type{DType::kBool, dims(a)}); }
+
 Value Builder::compare(Value a, Value b, Cmp cmp) {
   if (dims(a) != dims(b)) {
     Dims out = broadcast_shapes(dims(a), dims(b));

@@ -56,6 +56,23 @@ class Builder {
   Value sqrt(Value a) { return unary("stablehlo.sqrt", a); }
   Value rsqrt(Value a) { return unary("stablehlo.rsqrt", a); }
   Value tanh(Value a) { return unary("stablehlo.tanh", a); }
+  Value abs(Value a) { return unary("stablehlo.abs", a); }
+  Value floor(Value a) { return unary("stablehlo.floor", a); }
+  Value ceil(Value a) { return unary("stablehlo.ceil", a); }
+  Value round_even(Value a) { return unary("stablehlo.round_nearest_even", a); }
+  Value sin(Value a) { return unary("stablehlo.sine", a); }
+  Value cos(Value a) { return unary("stablehlo.cosine", a); }
+  Value tan(Value a) { return unary("stablehlo.tan", a); }
+  Value log1p(Value a) { return unary("stablehlo.log_plus_one", a); }
+  Value expm1(Value a) { return unary("stablehlo.exponential_minus_one", a); }
+  Value is_finite(Value a);  // bool
+  Value pow(Value a, Value b) { return binary_bcast("stablehlo.power", a, b); }
+  Value atan2(Value a, Value b) { return binary_bcast("stablehlo.atan2", a, b); }
+  // C's fmod: the sign of the dividend.
+  Value rem(Value a, Value b) { return binary_bcast("stablehlo.remainder", a, b); }
+  Value logical_xor(Value a, Value b) { return binary_bcast("stablehlo.xor", a, b); }
+  Value shift_left(Value a, Value b) { return binary_bcast("stablehlo.shift_left", a, b); }
+  Value shift_right_logical(Value a, Value b) { return binary_bcast("stablehlo.shift_right_logical", a, b); }
   // Scalar-times-value helpers with structural constants.
   Value add_c(Value a, double c) { return add(a, constant(dtype(a), c)); }
   Value mul_c(Value a, double c) { return mul(a, constant(dtype(a), c)); }

@@ -57,7 +57,7 @@ Value rotate_cols(Builder& b, Value x, Value p, Value q, Value c, Value s) { ret
 // t = sign(z) / (|z| + sqrt(1 + z^2)) (0 where `skip`), c = 1 / sqrt(1 + t^2), s = t c.
 std::pair<Value, Value> rotation(Builder& b, Value z, Value skip) {
   Value one = fc(b, z, 1);
-  Value az = b.unary("stablehlo.abs", z);
+  Value az = b.abs(z);
   Value sg = b.select(b.compare(z, b.zeros_like(z), Cmp::kGE), one, b.neg(one));
   Value t = b.div(sg, b.add(az, b.sqrt(b.add(one, b.mul(z, z)))));
   t = b.select(b.logical_or(skip, b.compare(z, z, Cmp::kNE)), b.zeros_like(t), t);
@@ -89,8 +89,8 @@ Carried jacobi_sweeps(Builder& b, int64_t n, Carried init,
             inner_init,
             [&](Builder& ib, const Carried& x) { return ib.compare(x[0], s64(ib, n * n), Cmp::kLT); },
             [&](Builder& ib, const Carried& x) {
-              Value p = ib.binary("stablehlo.divide", x[0], s64(ib, n));
-              Value q = ib.binary("stablehlo.remainder", x[0], s64(ib, n));
+              Value p = ib.div(x[0], s64(ib, n));
+              Value q = ib.rem(x[0], s64(ib, n));
               Carried vals(x.begin() + 1, x.end());
               // Pairs with p >= q are skipped inside `rotate` (their rotation is the identity).
               Carried next = rotate(ib, vals, p, q);
@@ -321,13 +321,13 @@ Value matrix_exp(Builder& b, Value a) {
   // theta_18 of PyTorch's CPU kernel (Bader, Blanes, Casas): the largest
   // 1-norm for which the degree-18 approximant is exact to the dtype.
   const double theta = t == DType::kF64 ? 1.090863719290036e+00 : 3.010066362817634e+00;
-  Value norm = b.reduce_max(b.reduce_sum(b.unary("stablehlo.abs", a), {1}), {1});  // [B]
+  Value norm = b.reduce_max(b.reduce_sum(b.abs(a), {1}), {1});  // [B]
   Value ratio = b.div(norm, b.constant(t, theta, {nb}));
-  Value s = b.unary("stablehlo.ceil", b.div(b.log(ratio), b.constant(t, std::log(2.0), {nb})));
+  Value s = b.ceil(b.div(b.log(ratio), b.constant(t, std::log(2.0), {nb})));
   s = b.select(b.compare(s, s, Cmp::kEQ), b.max(s, b.zeros_like(s)), b.zeros_like(s));  // NaN / -inf -> 0
   s = b.min(s, b.constant(t, 1000, {nb}));
   Value si = b.convert(s, DType::kS64);
-  Value scale = b.binary("stablehlo.power", b.constant(t, 2, {nb}), s);
+  Value scale = b.pow(b.constant(t, 2, {nb}), s);
   Value x = b.div(a, b.broadcast_in_dim(scale, d, {0}));
   Value eye = identity(b, t, d);
   // Horner: I + x/1 (I + x/2 (I + ... (I + x/18))).

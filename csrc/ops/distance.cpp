@@ -22,16 +22,16 @@ Value sign(Builder& b, Value x) {
   return b.sub(b.select(b.compare(z, x, Cmp::kLT), one, z), b.select(b.compare(x, z, Cmp::kLT), one, z));
 }
 
-Value pow(Builder& b, Value x, Value e) { return b.binary_bcast("stablehlo.power", x, e); }
+Value pow(Builder& b, Value x, Value e) { return b.pow(x, e); }
 
 }  // namespace
 
 Value cdist(Builder& b, Value x1, Value x2, double p, Value pv, bool max_skips_nan) {
   Value diff = pair_diff(b, x1, x2);
-  Value ad = b.unary("stablehlo.abs", diff);
+  Value ad = b.abs(diff);
   const DType t = b.dtype(diff);
   // p = 0: the CPU's min(ceil(|d|), 1), so a NaN coordinate gives NaN.
-  if (p == 0) return b.reduce_sum(b.min(b.unary("stablehlo.ceil", ad), b.full_like(ad, 1)), {3});
+  if (p == 0) return b.reduce_sum(b.min(b.ceil(ad), b.full_like(ad, 1)), {3});
   if (p == 1) return b.reduce_sum(ad, {3});
   if (p == 2) return b.sqrt(b.reduce_sum(b.mul(diff, diff), {3}));
   // p = inf: cdist's CPU kernel keeps a running std::max from 0, which never
@@ -61,7 +61,7 @@ Value cdist_backward(Builder& b, Value grad, Value x1, Value x2, Value dist, dou
   Value dd = b.broadcast_in_dim(dist, d, {0, 1, 2});
   Value zero = b.zeros_like(diff);
   Value dist0 = b.compare(dd, zero, Cmp::kEQ);
-  Value ad = b.unary("stablehlo.abs", diff);
+  Value ad = b.abs(diff);
   Value r;
   if (p == 0) {
     r = zero;
@@ -70,7 +70,7 @@ Value cdist_backward(Builder& b, Value grad, Value x1, Value x2, Value dist, dou
   } else if (std::isinf(p)) {
     // grad * sign(diff) * (1 - min(1, ceil(| |diff| - dist |))): where |diff| is the max.
     Value hit = b.sub(b.full_like(diff, 1), b.min(b.full_like(diff, 1),
-                                                  b.unary("stablehlo.ceil", b.unary("stablehlo.abs", b.sub(ad, dd)))));
+                                                  b.ceil(b.abs(b.sub(ad, dd)))));
     r = b.mul(b.mul(g, sign(b, diff)), hit);
   } else if (p == 2) {
     r = b.select(dist0, zero, b.div(b.mul(g, diff), dd));
@@ -105,7 +105,7 @@ Value pdist_backward(Builder& b, Value grad, Value x, Value dist, double p, Valu
   Value i = b.iota(DType::kS64, {n, n}, 0), j = b.iota(DType::kS64, {n, n}, 1);
   Value upper = b.compare(i, j, Cmp::kLT);
   auto c = [&](int64_t v) { return b.constant(DType::kS64, static_cast<double>(v), {n, n}); };
-  Value idx = b.add(b.sub(b.mul(i, c(n)), b.binary("stablehlo.divide", b.mul(i, b.add(i, c(1))), c(2))),
+  Value idx = b.add(b.sub(b.mul(i, c(n)), b.div(b.mul(i, b.add(i, c(1))), c(2))),
                     b.sub(b.sub(j, i), c(1)));
   idx = b.select(upper, idx, c(0));
   auto spread = [&](Value v) {  // [pairs] -> symmetric [n, n] with a zero diagonal

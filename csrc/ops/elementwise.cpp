@@ -17,7 +17,7 @@ Value gelu(Builder& b, Value x, bool tanh_approx) {
   }
   Value cdf = b.mul_c(b.add_c(erf(b, b.mul_c(x, M_SQRT1_2)), 1.0), 0.5);
   // PyTorch's CPU kernel gives NaN for both infinities.
-  Value inf = b.compare(b.unary("stablehlo.abs", x), b.full_like(x, INFINITY), Cmp::kEQ);
+  Value inf = b.compare(b.abs(x), b.full_like(x, INFINITY), Cmp::kEQ);
   return b.select(inf, b.full_like(x, NAN), b.mul(x, cdf));
 }
 
@@ -68,12 +68,12 @@ static Value floor_divide_float(Builder& b, Value a, Value c) {
   a = b.broadcast_to(a, d);
   c = b.broadcast_to(c, d);
   Value zero = b.zeros_like(q), one = b.full_like(q, 1.0);
-  Value mod = b.binary("stablehlo.remainder", a, c);
+  Value mod = b.rem(a, c);
   Value div = b.div(b.sub(a, mod), c);
   Value fix = b.logical_and(b.compare(mod, zero, Cmp::kNE),
                             b.compare(b.compare(c, zero, Cmp::kLT), b.compare(mod, zero, Cmp::kLT), Cmp::kNE));
   div = b.select(fix, b.sub(div, one), div);
-  Value fl = b.unary("stablehlo.floor", div);
+  Value fl = b.floor(div);
   fl = b.select(b.compare(b.sub(div, fl), b.full_like(q, 0.5), Cmp::kGT), b.add(fl, one), fl);
   Value signed_zero = b.mul(q, zero);  // copysign(0, a / b)
   Value r = b.select(b.compare(div, zero, Cmp::kNE), fl, signed_zero);
@@ -84,7 +84,7 @@ Value floor_divide(Builder& b, Value a, Value c) {
   if (is_float(b.dtype(a))) return floor_divide_float(b, a, c);
   // Truncating division, then step down where the signs differ and it is inexact.
   Value q = b.div(a, c);
-  Value r = b.binary_bcast("stablehlo.remainder", a, c);
+  Value r = b.rem(a, c);
   Value zero = b.zeros_like(r);
   Value inexact = b.compare(r, zero, Cmp::kNE);
   Value signs_differ = b.compare(b.compare(r, zero, Cmp::kLT), b.compare(b.broadcast_to(c, b.dims(r)), zero, Cmp::kLT), Cmp::kNE);
@@ -94,7 +94,7 @@ Value floor_divide(Builder& b, Value a, Value c) {
 
 Value remainder(Builder& b, Value a, Value c) {
   // Python remainder: result has the divisor's sign.
-  Value r = b.binary_bcast("stablehlo.remainder", a, c);
+  Value r = b.rem(a, c);
   Value cb = b.broadcast_to(c, b.dims(r));
   Value zero = b.zeros_like(r);
   Value nonzero = b.compare(r, zero, Cmp::kNE);

@@ -65,10 +65,10 @@ Value reflect(Builder& b, Value c, int64_t twice_low, int64_t twice_high, Value*
   const double lo = twice_low / 2.0, span = (twice_high - twice_low) / 2.0;
   Value shifted = b.add_c(c, -lo);
   Value neg = b.compare(shifted, cf(b, 0), Cmp::kLT);
-  Value in = b.unary("stablehlo.abs", shifted);
-  Value extra = b.binary_bcast("stablehlo.remainder", in, cf(b, span));
-  Value flips = b.unary("stablehlo.floor", b.div(in, cf(b, span)));
-  Value even = b.compare(b.binary_bcast("stablehlo.remainder", flips, cf(b, 2)), cf(b, 0), Cmp::kEQ);
+  Value in = b.abs(shifted);
+  Value extra = b.rem(in, cf(b, span));
+  Value flips = b.floor(b.div(in, cf(b, span)));
+  Value even = b.compare(b.rem(flips, cf(b, 2)), cf(b, 0), Cmp::kEQ);
   if (grad) {
     Value sign = b.select(neg, cf(b, -1), cf(b, 1));
     *grad = b.select(even, sign, b.neg(sign));
@@ -177,7 +177,7 @@ Taps make_taps(Builder& b, const Layout& l, Value grid, const GridSpec& s, bool 
     Tap t;
     t.valid = b.constant(DType::kBool, 1, {l.n, l.q});
     for (int64_t a = 0; a < l.k; ++a) {
-      t.pos.push_back(b.unary("stablehlo.round_nearest_even", pos[a]));
+      t.pos.push_back(b.round_even(pos[a]));
       t.valid = b.logical_and(t.valid, inside(b, t.pos[a], l.size(a)));
     }
     t.weight = b.constant(kF, 1, {l.n, l.q});
@@ -186,7 +186,7 @@ Taps make_taps(Builder& b, const Layout& l, Value grid, const GridSpec& s, bool 
   }
   std::vector<Value> base(l.k), frac(l.k);
   for (int64_t a = 0; a < l.k; ++a) {
-    base[a] = b.unary("stablehlo.floor", pos[a]);
+    base[a] = b.floor(pos[a]);
     frac[a] = b.sub(pos[a], base[a]);
   }
   if (s.interp == GridInterp::kBilinear) {

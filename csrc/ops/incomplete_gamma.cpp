@@ -33,8 +33,8 @@ Value igamma(Builder& b, Value a, Value x, bool upper) {
   x = b.convert(b.broadcast_to(x, d), kD);
   auto c = [&](double v) { return b.constant(kD, v, d); };
   auto is = [&](Value v, Cmp cmp, double w) { return b.compare(v, c(w), cmp); };
-  Value inf_a = is(b.unary("stablehlo.abs", a), Cmp::kEQ, INFINITY);
-  Value inf_x = is(b.unary("stablehlo.abs", x), Cmp::kEQ, INFINITY);
+  Value inf_a = is(b.abs(a), Cmp::kEQ, INFINITY);
+  Value inf_x = is(b.abs(x), Cmp::kEQ, INFINITY);
   // Boundary cases, first match wins; `rest` marks the elements computed.
   Value nan = c(NAN);
   const double below = upper ? 1 : 0, above = upper ? 0 : 1;  // value at x = 0 and as x -> inf
@@ -68,19 +68,19 @@ Value igamma(Builder& b, Value a, Value x, bool upper) {
         // Series: term *= x / (a + k); sum += term.
         Value term = rb.mul(v[6], rb.div(xv, rb.add(av, kf)));
         Value sum = rb.add(v[5], term);
-        Value conv_s = rb.compare(rb.unary("stablehlo.abs", term), rb.mul(rb.unary("stablehlo.abs", sum), k(kEps)),
+        Value conv_s = rb.compare(rb.abs(term), rb.mul(rb.abs(sum), k(kEps)),
                                   Cmp::kLT);
         // Continued fraction: an = -k (k - a), b += 2.
         Value an = rb.neg(rb.mul(kf, rb.sub(kf, av)));
         Value bk = rb.add(v[10], k(2));
         auto floor_tiny = [&](Value z) {
-          return rb.select(rb.compare(rb.unary("stablehlo.abs", z), k(kTiny), Cmp::kLT), k(kTiny), z);
+          return rb.select(rb.compare(rb.abs(z), k(kTiny), Cmp::kLT), k(kTiny), z);
         };
         Value dl = rb.div(k(1), floor_tiny(rb.add(rb.mul(an, v[8]), bk)));
         Value cl = floor_tiny(rb.add(bk, rb.div(an, v[7])));
         Value delta = rb.mul(dl, cl);
         Value h = rb.mul(v[9], delta);
-        Value conv_f = rb.compare(rb.unary("stablehlo.abs", rb.sub(delta, k(1))), k(kEps), Cmp::kLT);
+        Value conv_f = rb.compare(rb.abs(rb.sub(delta, k(1))), k(kEps), Cmp::kLT);
         Value done = v[4];
         auto keep = [&](Value old, Value now) { return rb.select(done, old, now); };
         Value conv = rb.select(v[3], conv_s, conv_f);

@@ -1,5 +1,7 @@
 #include "ops/index.h"
 
+#include <algorithm>
+
 #include "ops/scan.h"
 
 namespace torchtpu::ops {
@@ -39,7 +41,7 @@ double identity_of(Reduce r, DType t) {
 // Integer division rounding toward -inf (for positive divisors).
 Value floor_div(Builder& b, Value s, Value c) {
   Value q = b.div(s, c);
-  Value rem = b.binary_bcast("stablehlo.remainder", s, c);
+  Value rem = b.rem(s, c);
   Value adjust = b.logical_and(b.compare(rem, b.zeros_like(rem), Cmp::kNE), b.compare(s, b.zeros_like(s), Cmp::kLT));
   return b.select(adjust, b.sub(q, b.constant(b.dtype(q), 1)), q);
 }
@@ -105,11 +107,59 @@ Value true_positions(Builder& b, Value mask, int64_t size, Value fill) {
   for (int64_t i = 0; i < rank; ++i) {
     stride /= d[i];
     Value c = b.div(linear, b.constant(DType::kS64, static_cast<double>(stride)));
-    c = b.binary_bcast("stablehlo.remainder", c, b.constant(DType::kS64, static_cast<double>(d[i])));
+    c = b.rem(c, b.constant(DType::kS64, static_cast<double>(d[i])));
     cols.push_back(b.reshape(c, {n, 1}));
   }
   Value coords = b.concatenate(cols, 1);
   return b.scatter(base, slots(b, b.reshape(mask, {n}), size), coords, {0}, {1}, Body::kReplace);
+}
+
+}  // namespace torchtpu::ops
+
+namespace torchtpu::ops {
+
+IndexLayout index_layout(Builder& b, const Dims& self, const std::vector<int64_t>& indexed,
+                         const std::vector<Value>& indices) {
+  IndexLayout p;
+  for (int64_t d = 0; d < static_cast<int64_t>(self.size()); ++d)
+    if (std::find(indexed.begin(), indexed.end(), d) == indexed.end()) p.window.push_back(d);
+  Dims bshape;
+  for (Value v : indices) {
+    try {
+      bshape = broadcast_shapes(bshape, b.dims(v));
+    } catch (const LoweringError&) {
+      throw LoweringError("shape mismatch: indexing tensors could not be broadcast together");
+    }
+  }
+  Dims vec = bshape;
+  vec.push_back(1);
+  std::vector<Value> cols;
+  for (Value v : indices) cols.push_back(b.reshape(b.broadcast_to(v, bshape), vec));
+  p.stacked = b.concatenate(cols, static_cast<int64_t>(bshape.size()));
+  const bool adjacent = indexed.back() - indexed.front() + 1 == static_cast<int64_t>(indexed.size());
+  const int64_t nb = static_cast<int64_t>(bshape.size());
+  if (adjacent) {
+    int64_t pos = 0;
+    for (int64_t d : p.window)
+      if (d < indexed.front()) {
+        p.offset_dims.push_back(pos++);
+        p.result.push_back(self[d]);
+      }
+    for (int64_t s : bshape) p.result.push_back(s);
+    pos += nb;
+    for (int64_t d : p.window)
+      if (d > indexed.back()) {
+        p.offset_dims.push_back(pos++);
+        p.result.push_back(self[d]);
+      }
+  } else {
+    p.result = bshape;
+    for (size_t i = 0; i < p.window.size(); ++i) {
+      p.offset_dims.push_back(nb + static_cast<int64_t>(i));
+      p.result.push_back(self[p.window[i]]);
+    }
+  }
+  return p;
 }
 
 }  // namespace torchtpu::ops

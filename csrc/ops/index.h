@@ -12,6 +12,21 @@ namespace torchtpu::ops {
 // other column the element's own position.
 Value dim_tuples(Builder& b, Value index, int64_t rank, int64_t dim);
 
+// Advanced indexing (x[i0, :, i2]) as one gather/scatter: `indices` are the
+// index values (int64, negatives already wrapped) of the indexed dims
+// `indexed` (ascending) of an operand of shape `self`. They broadcast
+// together (a mismatch throws LoweringError); the result puts the broadcast
+// shape where the indexed dims were when they are adjacent, else first, as
+// NumPy does.
+struct IndexLayout {
+  std::vector<int64_t> window;       // dims of self taken whole, ascending
+  std::vector<int64_t> offset_dims;  // where the window dims sit in the result
+  Dims result;
+  Value stacked;  // [B..., k] int64 index tuples
+};
+IndexLayout index_layout(Builder& b, const Dims& self, const std::vector<int64_t>& indexed,
+                         const std::vector<Value>& indices);
+
 enum class Reduce { kSum, kProd, kMean, kAmax, kAmin };
 
 // `a` with `updates` combined in at `indices` (as Builder::scatter) by `r`.

@@ -118,9 +118,9 @@ CholeskyResult cholesky(Builder& b, Value a, bool upper) {
   for (int64_t j = 0; j < n; ++j) {
     const int64_t m = n - j;
     Value pivot = slice_matrix(b, s, 0, 1, 0, 1);  // [..., 1, 1]
-    Value bad = b.unary("stablehlo.not", b.compare(pivot, b.zeros_like(pivot), Cmp::kGT));
+    Value bad = b.logical_not(b.compare(pivot, b.zeros_like(pivot), Cmp::kGT));
     Value before = b.compare(info, b.zeros_like(info), Cmp::kNE);
-    Value first = b.logical_and(b.reshape(bad, batch), b.unary("stablehlo.not", before));
+    Value first = b.logical_and(b.reshape(bad, batch), b.logical_not(before));
     info = b.select(first, b.constant(DType::kS32, static_cast<double>(j + 1), batch), info);
     Value root = b.sqrt(pivot);
     Value col = root;
@@ -174,10 +174,10 @@ LuResult lu_factor(Builder& b, Value a) {
   auto c32 = [&](int64_t v, const Dims& dims) { return b.constant(DType::kS32, static_cast<double>(v), dims); };
   for (int64_t j = 0; j < k && bs > 0; ++j) {
     Value col = b.reshape(slice_matrix(b, x, 0, m, j, j + 1), {bs, m});
-    Value mag = b.unary("stablehlo.abs", col);
+    Value mag = b.abs(col);
     Value below = b.compare(row2, c32(j, {bs, m}), Cmp::kGE);
     Value is_nan = b.compare(mag, mag, Cmp::kNE);
-    Value cand = b.select(b.logical_and(below, b.unary("stablehlo.not", is_nan)), mag, b.constant(t, -1, {bs, m}));
+    Value cand = b.select(b.logical_and(below, b.logical_not(is_nan)), mag, b.constant(t, -1, {bs, m}));
     Value best = b.reduce_max(cand, {1});
     Value at_best = b.logical_and(below, b.compare(mag, b.broadcast_in_dim(best, {bs, m}, {0}), Cmp::kEQ));
     Value p = b.reduce_min(b.select(at_best, row2, c32(m, {bs, m})), {1});
@@ -252,7 +252,7 @@ Value pivots_sign(Builder& b, Value pivots, DType t) {
   Value pos = b.add(b.iota(DType::kS32, pd, r - 1), b.constant(DType::kS32, 1, pd));
   Value moved = b.convert(b.compare(pivots, pos, Cmp::kNE), DType::kS32);
   Value count = b.reduce_sum(moved, {r - 1});
-  Value odd = b.compare(b.binary_bcast("stablehlo.remainder", count, b.constant(DType::kS32, 2, b.dims(count))),
+  Value odd = b.compare(b.rem(count, b.constant(DType::kS32, 2, b.dims(count))),
                         b.constant(DType::kS32, 1, b.dims(count)), Cmp::kEQ);
   return b.select(odd, b.constant(t, -1, b.dims(count)), b.constant(t, 1, b.dims(count)));
 }

@@ -4,7 +4,7 @@ namespace torchtpu::ops {
 
 namespace {
 Value c(Builder& b, Value like, double v) { return b.constant(b.dtype(like), v); }
-Value abs(Builder& b, Value x) { return b.unary("stablehlo.abs", x); }
+Value abs(Builder& b, Value x) { return b.abs(x); }
 }  // namespace
 
 Value mse(Builder& b, Value x, Value t, const Round& round) {
@@ -50,7 +50,7 @@ Value smooth_l1_backward(Builder& b, Value x, Value t, Value g, Value norm, Valu
 
 Value binary_cross_entropy(Builder& b, Value x, Value t, const Round& round) {
   Value floor = c(b, x, -100);
-  Value log1m = b.max(round(b.unary("stablehlo.log_plus_one", b.neg(x))), floor);
+  Value log1m = b.max(round(b.log1p(b.neg(x))), floor);
   Value logx = b.max(round(b.log(x)), floor);
   return b.sub(round(b.mul(round(b.sub(t, c(b, t, 1))), log1m)), round(b.mul(t, logx)));
 }
@@ -75,7 +75,7 @@ std::pair<Value, Value> margin_terms(Builder& b, Value x, Value target, Value ma
   Value onehot = one_hot(b, target, nd);
   Value xt = pick(b, onehot, x);
   Value z = b.add(b.broadcast_in_dim(b.sub(b.broadcast_to(margin, b.dims(xt)), xt), nd, {0}), x);
-  Value live = b.logical_and(b.compare(z, b.zeros_like(z), Cmp::kGT), b.unary("stablehlo.not", onehot));
+  Value live = b.logical_and(b.compare(z, b.zeros_like(z), Cmp::kGT), b.logical_not(onehot));
   return {z, live};
 }
 }  // namespace
@@ -122,7 +122,7 @@ Multilabel multilabel_terms(Builder& b, Value x, Value target) {
   Value xt = b.reduce_sum(b.select(hits, x3, b.zeros_like(x3)), {2});  // [n, j]: x at target j
   Value z = b.add(b.broadcast_in_dim(b.sub(b.constant(b.dtype(x), 1, nd), xt), njd, {0, 1}), x3);
   Value live = b.logical_and(b.logical_and(b.broadcast_in_dim(valid, njd, {0, 1}),
-                                           b.unary("stablehlo.not", b.broadcast_in_dim(is_t, njd, {0, 2}))),
+                                           b.logical_not(b.broadcast_in_dim(is_t, njd, {0, 2}))),
                              b.compare(z, b.zeros_like(z), Cmp::kGT));
   return {valid, hits, b.convert(is_t, b.dtype(x)), z, live};
 }

@@ -30,8 +30,8 @@ AdamValues adam_step(Builder& b, const AdamValues& v, Value step, Value lr, Valu
   out.exp_avg_sq = b.add(b.mul(v.exp_avg_sq, k(c.beta2)), b.mul(b.mul(g, g), k(1 - c.beta2)));
   // Bias corrections in float64, from the step count.
   Value s = b.convert(step, DType::kF64);
-  Value bc1 = b.sub(k64(1), b.binary_bcast("stablehlo.power", k64(c.beta1), s));
-  Value bc2 = b.sub(k64(1), b.binary_bcast("stablehlo.power", k64(c.beta2), s));
+  Value bc1 = b.sub(k64(1), b.pow(k64(c.beta1), s));
+  Value bc2 = b.sub(k64(1), b.pow(k64(c.beta2), s));
   Value step_size = b.convert(b.div(lr, bc1), t);
   Value bc2_sqrt = b.convert(b.sqrt(bc2), t);
   Value second = out.exp_avg_sq;

@@ -23,11 +23,11 @@ struct Poly {
   Value c(double v) { return b.constant(t, v, d); }
   Value ci(int64_t v) { return b.constant(DType::kS64, static_cast<double>(v), d); }
   Value cmp_n(Cmp cc, int64_t v) { return b.compare(n, ci(v), cc); }
-  Value even() { return b.compare(b.binary("stablehlo.remainder", n, ci(2)), ci(0), Cmp::kEQ); }
+  Value even() { return b.compare(b.rem(n, ci(2)), ci(0), Cmp::kEQ); }
   Value acos(Value v) { return chlo_unary(b, "chlo.acos", v); }
-  Value sin(Value v) { return b.unary("stablehlo.sine", v); }
-  Value cos(Value v) { return b.unary("stablehlo.cosine", v); }
-  Value abs(Value v) { return b.unary("stablehlo.abs", v); }
+  Value sin(Value v) { return b.sin(v); }
+  Value cos(Value v) { return b.cos(v); }
+  Value abs(Value v) { return b.abs(v); }
   Value eq(Value a, double v) { return b.compare(a, c(v), Cmp::kEQ); }
   Value two_n_plus_1() { return b.add(b.add(nf, nf), c(1)); }
 };

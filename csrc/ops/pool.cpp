@@ -241,8 +241,8 @@ Value adaptive_avg_pool(Builder& b, Value x, const Dims& out) {
   Value zero = b.zeros_like(x), inf = b.full_like(x, INFINITY);
   Value is_nan = b.compare(x, x, Cmp::kNE);
   Value is_pos = b.compare(x, inf, Cmp::kEQ), is_neg = b.compare(x, b.neg(inf), Cmp::kEQ);
-  Value finite = b.logical_and(b.unary("stablehlo.not", is_nan),
-                               b.unary("stablehlo.not", b.logical_or(is_pos, is_neg)));
+  Value finite = b.logical_and(b.logical_not(is_nan),
+                               b.logical_not(b.logical_or(is_pos, is_neg)));
   Value r = adaptive_contract(b, b.select(finite, x, zero), out);
   auto any = [&](Value ind) {
     Value c = adaptive_contract(b, b.convert(ind, b.dtype(x)), out);
@@ -310,7 +310,7 @@ MaxPool adaptive_max_pool(Builder& b, Value x, const Dims& out) {
     }
     Value better = b.compare(v, cur, Cmp::kGT);
     if (ir::is_float(t)) better = b.logical_or(better, b.compare(v, v, Cmp::kNE));
-    Value take = b.logical_and(valid, b.logical_or(better, b.unary("stablehlo.not", have)));
+    Value take = b.logical_and(valid, b.logical_or(better, b.logical_not(have)));
     cur = b.select(take, v, cur);
     idx = b.select(take, flat, idx);
     have = b.logical_or(have, valid);

@@ -80,7 +80,7 @@ Taps interp_taps(Builder& b, const ResampleAxis& a, bool align_corners, bool cub
   Value real = align_corners ? b.mul(of, s) : b.add_c(b.mul(b.add_c(of, 0.5), s), -0.5);
   if (!cubic) real = b.max(real, b.constant(DType::kF32, 0));
   Value hi = b.constant(DType::kS64, static_cast<double>(a.in - 1));
-  Value i0 = b.min(b.convert(b.unary("stablehlo.floor", real), DType::kS64), hi);
+  Value i0 = b.min(b.convert(b.floor(real), DType::kS64), hi);
   Value lam = b.min(b.max(b.sub(real, b.convert(i0, DType::kF32)), b.constant(DType::kF32, 0)),
                     b.constant(DType::kF32, 1));
   if (!cubic) {

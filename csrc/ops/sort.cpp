@@ -7,7 +7,7 @@ namespace torchtpu::ops {
 namespace {
 
 Value logical(Builder& b, const char* op, Value x, Value y) { return b.graph().add(op, {x, y}, b.type(x)); }
-Value not_(Builder& b, Value x) { return b.unary("stablehlo.not", x); }
+Value not_(Builder& b, Value x) { return b.logical_not(x); }
 Value is_nan(Builder& b, Value x) { return b.compare(x, x, Cmp::kNE); }
 
 Dims without(const Dims& d, int64_t dim) {
@@ -79,7 +79,7 @@ Value logcumsumexp(Builder& b, Value x, int64_t dim) {
   for (int64_t k = 1; k < n; k *= 2) {
     Value y = shift(b, x, dim, k, ninf);
     Value mn = b.min(x, y), mx = b.max(x, y);
-    Value r = b.add(b.unary("stablehlo.log_plus_one", b.exp(b.sub(mn, mx))), mx);
+    Value r = b.add(b.log1p(b.exp(b.sub(mn, mx))), mx);
     // Equal infinities: inf - inf would give NaN; the result is that infinity.
     Value same_inf = logical(b, "stablehlo.and", b.compare(mn, mx, Cmp::kEQ),
                              not_(b, b.graph().add("stablehlo.is_finite", {mn}, ir::Type{DType::kBool, b.dims(mn)})));

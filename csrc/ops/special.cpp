@@ -26,7 +26,7 @@ constexpr double kNdtriP2[] = {3.23774891776946035970E0, 6.91522889068984211695E
 constexpr double kNdtriQ2[] = {1.00000000000000000000E0, 6.02427039364742014255E0, 3.67983563856160859403E0, 1.37702099489081330271E0, 2.16236993594496635890E-1, 1.34204006088543189037E-2, 3.28014464682127739104E-4, 2.89247864745380683936E-6, 6.79019408009981274425E-9};
 
 Value K(Builder& b, Value like, double v) { return b.constant(b.dtype(like), v); }
-Value abs(Builder& b, Value x) { return b.unary("stablehlo.abs", x); }
+Value abs(Builder& b, Value x) { return b.abs(x); }
 Value isnan(Builder& b, Value x) { return b.compare(x, x, Cmp::kNE); }
 Value lt(Builder& b, Value x, double v) { return b.compare(x, K(b, x, v), Cmp::kLT); }
 Value le(Builder& b, Value x, double v) { return b.compare(x, K(b, x, v), Cmp::kLE); }
@@ -37,13 +37,12 @@ Value sel(Builder& b, Value p, double t, Value f) { return b.select(p, K(b, f, t
 Value sub_from(Builder& b, double c, Value x) { return b.sub(K(b, x, c), x); }
 Value recip(Builder& b, Value x) { return b.div(K(b, x, 1.0), x); }
 Value trunc(Builder& b, Value x) {
-  return b.select(lt(b, x, 0), b.unary("stablehlo.ceil", x), b.unary("stablehlo.floor", x));
+  return b.select(lt(b, x, 0), b.ceil(x), b.floor(x));
 }
-Value sin(Builder& b, Value x) { return b.unary("stablehlo.sine", x); }
+Value sin(Builder& b, Value x) { return b.sin(x); }
 Value erf(Builder& b, Value x) { return b.graph().add("chlo.erf", {x}, b.type(x)); }
-Value erfc(Builder& b, Value x) { return b.graph().add("chlo.erfc", {x}, b.type(x)); }
-Value log1p(Builder& b, Value x) { return b.unary("stablehlo.log_plus_one", x); }
-Value pow(Builder& b, Value x, Value y) { return b.binary_bcast("stablehlo.power", x, y); }
+Value log1p(Builder& b, Value x) { return b.log1p(x); }
+Value pow(Builder& b, Value x, Value y) { return b.pow(x, y); }
 
 // sum A[i] x^(n-i), Horner's rule from 0 as Cephes' polevl.
 template <size_t N>
@@ -84,7 +83,18 @@ Value to_wide_float(Builder& b, Value x) {
 
 Value chlo_unary(Builder& b, const char* op, Value x) { return b.graph().add(op, {x}, b.type(x)); }
 
-Value tan(Builder& b, Value x) { return b.unary("stablehlo.tan", x); }
+Value acos(Builder& b, Value x) { return chlo_unary(b, "chlo.acos", x); }
+Value acosh(Builder& b, Value x) { return chlo_unary(b, "chlo.acosh", x); }
+Value asin(Builder& b, Value x) { return chlo_unary(b, "chlo.asin", x); }
+Value asinh(Builder& b, Value x) { return chlo_unary(b, "chlo.asinh", x); }
+Value atan(Builder& b, Value x) { return chlo_unary(b, "chlo.atan", x); }
+Value atanh(Builder& b, Value x) { return chlo_unary(b, "chlo.atanh", x); }
+Value cosh(Builder& b, Value x) { return chlo_unary(b, "chlo.cosh", x); }
+Value sinh(Builder& b, Value x) { return chlo_unary(b, "chlo.sinh", x); }
+Value erfc(Builder& b, Value x) { return chlo_unary(b, "chlo.erfc", x); }
+Value lgamma(Builder& b, Value x) { return chlo_unary(b, "chlo.lgamma", x); }
+
+Value tan(Builder& b, Value x) { return b.tan(x); }
 
 Value log10(Builder& b, Value x) { return b.mul_c(b.log(x), 1.0 / M_LN10); }
 
@@ -246,8 +256,8 @@ Value logit_backward(Builder& b, Value grad, Value x, Value lo) {
 }
 
 Value round_decimals(Builder& b, Value x, Value scale, bool negative) {
-  if (negative) return b.mul(b.unary("stablehlo.round_nearest_even", b.div(x, scale)), scale);
-  return b.div(b.unary("stablehlo.round_nearest_even", b.mul(x, scale)), scale);
+  if (negative) return b.mul(b.round_even(b.div(x, scale)), scale);
+  return b.div(b.round_even(b.mul(x, scale)), scale);
 }
 
 // On the bits of |x| (integer ops only, so subnormals survive a CPU that
@@ -262,18 +272,18 @@ std::pair<Value, Value> frexp(Builder& b, Value x) {
   const int width = wt == DType::kF64 ? 64 : 32, m_bits = fb.mantissa_bits, bias = fb.bias;
   auto I = [&](double v) { return b.constant(it, v); };
   Value bits = b.bitcast_convert(abs(b, w), it);
-  Value field = b.binary_bcast("stablehlo.shift_right_logical", bits, I(m_bits));
+  Value field = b.shift_right_logical(bits, I(m_bits));
   const double mant_mask = std::ldexp(1.0, m_bits) - 1;
-  Value mant = b.binary_bcast("stablehlo.and", bits, I(mant_mask));
+  Value mant = b.logical_and(bits, I(mant_mask));
   // Subnormal: the top set bit p = width - 1 - clz moves to the implicit bit.
   Value clz = b.unary("stablehlo.count_leading_zeros", mant);
   Value shift = b.sub(clz, I(width - 1 - m_bits));
-  Value sub_mant = b.binary_bcast("stablehlo.and", b.binary_bcast("stablehlo.shift_left", mant, shift), I(mant_mask));
+  Value sub_mant = b.logical_and(b.shift_left(mant, shift), I(mant_mask));
   Value sub_e = b.sub(I(width + 1 - m_bits - bias), clz);
   Value is_sub = b.compare(field, I(0), Cmp::kEQ);
   Value e = b.select(is_sub, sub_e, b.sub(field, I(bias - 1)));
   mant = b.select(is_sub, sub_mant, mant);
-  Value m = b.bitcast_convert(b.binary_bcast("stablehlo.or", mant, I(std::ldexp(bias - 1, m_bits))), wt);
+  Value m = b.bitcast_convert(b.logical_or(mant, I(std::ldexp(bias - 1, m_bits))), wt);
   m = b.select(signbit(b, w), b.neg(m), m);
   // Zero, infinities and NaN: the value itself and exponent 0.
   Value special = b.logical_or(b.compare(bits, I(0), Cmp::kEQ), b.compare(field, I(2 * bias + 1), Cmp::kEQ));
@@ -344,7 +354,7 @@ Zeta zeta(Builder& b, Value x, Value q) {
     return b.logical_and(b.compare(b.mul_c(s_, -machep), b_, Cmp::kLT), b.compare(b_, b.mul_c(s_, machep), Cmp::kLT));
   };
   for (int i = 0; i < kMaxTerms; ++i) {
-    Value active = b.logical_and(b.unary("stablehlo.not", done), i < 9 ? b.constant(DType::kBool, 1, d) : le(b, a, 9.0));
+    Value active = b.logical_and(b.logical_not(done), i < 9 ? b.constant(DType::kBool, 1, d) : le(b, a, 9.0));
     Value a1 = b.add_c(a, 1.0);
     Value b1 = pow(b, a1, neg_x);
     Value s1 = b.add(s, b1);
@@ -353,14 +363,14 @@ Zeta zeta(Builder& b, Value x, Value q) {
     s = b.select(active, s1, s);
     done = b.logical_or(done, b.logical_and(active, converged(s1, b1)));
   }
-  Value unsupported = b.logical_and(b.unary("stablehlo.not", done), le(b, a, 9.0));
+  Value unsupported = b.logical_and(b.logical_not(done), le(b, a, 9.0));
   Value w = a;
   s = b.add(s, b.div(b.mul(bb, w), b.add_c(x, -1.0)));
   s = b.sub(s, b.mul_c(bb, 0.5));
   Value fa = b.full_like(x, 1.0), k = b.zeros_like(x);
   Value tail_done = done;
   for (double ai : A) {
-    Value not_done = b.unary("stablehlo.not", tail_done);
+    Value not_done = b.logical_not(tail_done);
     fa = b.mul(fa, b.add(x, k));
     bb = b.div(bb, w);
     Value t = b.div(b.mul(fa, bb), K(b, x, ai));
@@ -372,16 +382,16 @@ Zeta zeta(Builder& b, Value x, Value q) {
     bb = b.div(bb, w);
     k = b.add_c(k, 1.0);
   }
-  Value floor_q = b.unary("stablehlo.floor", q);
+  Value floor_q = b.floor(q);
   Value q_nonpos = le(b, q, 0);
   Value r = s;
-  r = sel(b, b.logical_and(q_nonpos, b.compare(x, b.unary("stablehlo.floor", x), Cmp::kNE)), kNaN, r);
+  r = sel(b, b.logical_and(q_nonpos, b.compare(x, b.floor(x), Cmp::kNE)), kNaN, r);
   r = sel(b, b.logical_and(q_nonpos, b.compare(q, floor_q, Cmp::kEQ)), kInf, r);
   r = sel(b, lt(b, x, 1.0), kNaN, r);
   r = sel(b, eq(b, x, 1.0), kInf, r);
   Value early = b.logical_or(b.logical_or(le(b, x, 1.0), isnan(b, x)), b.logical_and(q_nonpos, b.logical_or(
-      b.compare(q, floor_q, Cmp::kEQ), b.compare(x, b.unary("stablehlo.floor", x), Cmp::kNE))));
-  return {r, b.logical_and(unsupported, b.unary("stablehlo.not", early))};
+      b.compare(q, floor_q, Cmp::kEQ), b.compare(x, b.floor(x), Cmp::kNE))));
+  return {r, b.logical_and(unsupported, b.logical_not(early))};
 }
 
 Zeta polygamma(Builder& b, int64_t n, Value x) {

@@ -12,9 +12,18 @@
 namespace torchtpu::ops {
 
 // Elementary functions XLA decomposes itself (the chlo dialect, which every
-// PJRT plugin legalizes): acos, asin, atan, acosh, asinh, atanh, cosh, sinh,
-// erfc, lgamma.
+// PJRT plugin legalizes): chlo_unary(b, "chlo.<name>", x) and these.
 Value chlo_unary(Builder& b, const char* op, Value x);
+Value acos(Builder& b, Value x);
+Value acosh(Builder& b, Value x);
+Value asin(Builder& b, Value x);
+Value asinh(Builder& b, Value x);
+Value atan(Builder& b, Value x);
+Value atanh(Builder& b, Value x);
+Value cosh(Builder& b, Value x);
+Value sinh(Builder& b, Value x);
+Value erfc(Builder& b, Value x);
+Value lgamma(Builder& b, Value x);
 Value tan(Builder& b, Value x);
 Value log10(Builder& b, Value x);
 Value exp2(Builder& b, Value x);

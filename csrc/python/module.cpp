@@ -7,6 +7,7 @@
 
 #include "aten/device.h"
 #include "aten/fallback.h"
+#include "aten/registry.h"
 #include "aten/tensor_ir.h"
 #include "eager/metrics.h"
 #include "eager/fused_graph.h"
@@ -89,6 +90,8 @@ py::dict metrics() {
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "torchtpu native core";
+  torchtpu::aten::register_kernels();
+  m.def("_kernel_table", &torchtpu::aten::kernel_table);
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);

@@ -1,0 +1,195 @@
+// How a kernel reaches PyTorch's dispatcher. Each family file
+// (csrc/aten/kernels_<family>.cpp) binds its kernels in one
+// `TPU_KERNELS(m) { ... }` block; registry.cpp registers them in the order of
+// its sorted table, which names every bound overload and its family, and
+// refuses to start when the two disagree. Every kernel goes through one
+// wrapper that counts the call under its overload name
+// (debug.metrics()["ops"]) and checks that its tensors share one tpu device (a
+// CPU 0-d tensor counts as a scalar, as on CUDA).
+#pragma once
+
+#include <torch/library.h>
+
+#include <optional>
+#include <string>
+
+#include "eager/metrics.h"
+
+namespace torchtpu::aten {
+
+// Which devices a kernel's tensor arguments may be on.
+enum class Devices {
+  kSame,  // one tpu device; CPU 0-d tensors as scalars
+  kAny,   // the kernel decides (copies between devices, CPU index tensors)
+};
+
+[[noreturn]] void device_mismatch(const char* op, c10::Device a, c10::Device b);
+
+// The device check of the registration wrapper, over any kernel signature.
+class DeviceCheck {
+ public:
+  explicit DeviceCheck(const char* op) : op_(op) {}
+  void see(const at::Tensor& t) {
+    if (!t.defined()) return;
+    const c10::Device d = t.device();
+    if (d.is_privateuseone()) {
+      if (!tpu_) tpu_ = d;
+      else if (*tpu_ != d) device_mismatch(op_, *tpu_, d);
+    } else if (!other_ && !(d.is_cpu() && t.dim() == 0)) {
+      other_ = d;
+    }
+  }
+  void see(const std::optional<at::Tensor>& t) {
+    if (t) see(*t);
+  }
+  void see(at::TensorList ts) {
+    for (const at::Tensor& t : ts) see(t);
+  }
+  void see(const at::ITensorListRef& ts) {
+    for (const at::Tensor& t : ts) see(t);
+  }
+  void see(const c10::List<std::optional<at::Tensor>>& ts) {
+    for (const std::optional<at::Tensor>& t : ts) see(t);
+  }
+  template <class T>
+  void see(const T&) {}
+  void done() const {
+    if (tpu_ && other_) device_mismatch(op_, *tpu_, *other_);
+  }
+
+ private:
+  const char* op_;
+  std::optional<c10::Device> tpu_, other_;
+};
+
+namespace registry_detail {
+
+template <class... T>
+struct List {};
+template <class Acc, class... T>
+struct DropLast;
+template <class... Acc, class T>
+struct DropLast<List<Acc...>, T> {
+  using type = List<Acc...>;
+};
+template <class... Acc, class T, class U, class... Rest>
+struct DropLast<List<Acc...>, T, U, Rest...> {
+  using type = typename DropLast<List<Acc..., T>, U, Rest...>::type;
+};
+
+template <class... A>
+inline void check(eager::OpCounter* c, Devices devices, const A&... a) {
+  c->inc();
+  if (devices == Devices::kAny) return;
+  DeviceCheck dc(c->name());
+  (dc.see(a), ...);
+  dc.done();
+}
+
+// The kernel as registered: F behind the counter and the device check.
+template <class F, class Sig = typename F::FuncType>
+struct Wrap;
+template <class F, class R, class... A>
+struct Wrap<F, R(A...)> {
+  static torch::CppFunction make(eager::OpCounter* c, Devices devices) {
+    return torch::CppFunction([c, devices](A... a) -> R {
+      check(c, devices, a...);
+      return (*F::func_ptr())(std::forward<A>(a)...);
+    });
+  }
+};
+
+// The functional form of an out= kernel F: F with an undefined `out` makes a
+// new tensor and assigns it to `out` (Kernel::result, finish).
+template <class F, class Params>
+struct Functional;
+template <class F, class... B>
+struct Functional<F, List<B...>> {
+  static torch::CppFunction make(eager::OpCounter* c) {
+    return torch::CppFunction([c](B... b) -> at::Tensor {
+      check(c, Devices::kSame, b...);
+      at::Tensor out;
+      (*F::func_ptr())(std::forward<B>(b)..., out);
+      TORCH_INTERNAL_ASSERT(out.defined(), c->name(), ": the out= kernel made no tensor");
+      return out;
+    });
+  }
+};
+
+// The in-place form of an out= kernel F: F with out = self. An out= tensor
+// that is also an input is never resized (Kernel::into_resized), so shape
+// and dtype rules are those of PyTorch's in-place ops.
+template <class F, class Params>
+struct Inplace;
+template <class F, class... B>
+struct Inplace<F, List<B...>> {
+  static torch::CppFunction make(eager::OpCounter* c) {
+    return torch::CppFunction([c](at::Tensor& self, B... b) -> at::Tensor& {
+      check(c, Devices::kSame, self, b...);
+      (*F::func_ptr())(self, std::forward<B>(b)..., self);
+      return self;
+    });
+  }
+};
+
+template <class F, class Sig = typename F::FuncType>
+struct OutForms;
+template <class F, class... A>
+struct OutForms<F, at::Tensor&(A...)> {
+  using functional = Functional<F, typename DropLast<List<>, A...>::type>;
+};
+template <class F, class Sig = typename F::FuncType>
+struct InplaceForm;
+template <class F, class... A>
+struct InplaceForm<F, at::Tensor&(const at::Tensor&, A...)> {
+  using type = Inplace<F, typename DropLast<List<>, A...>::type>;
+};
+
+}  // namespace registry_detail
+
+// What a family's TPU_KERNELS block registers into.
+class Registrar {
+ public:
+  explicit Registrar(std::string family) : family_(std::move(family)) {}
+  // Binds kernel `f` (TORCH_FN(...)) to the aten overload `name` ("add.Tensor").
+  template <class F>
+  void impl(const char* name, F, Devices devices = Devices::kSame) {
+    add(name, registry_detail::Wrap<F>::make(counter(name), devices));
+  }
+  // Binds the out= kernel `f` to `name` and derives from it the functional
+  // overload `functional` and (second form) the in-place overload `inplace`.
+  template <class F>
+  void out(const char* name, F f, const char* functional) {
+    impl(name, f);
+    add(functional, registry_detail::OutForms<F>::functional::make(counter(functional)));
+  }
+  template <class F>
+  void out(const char* name, F f, const char* functional, const char* inplace) {
+    out(name, f, functional);
+    add(inplace, registry_detail::InplaceForm<F>::type::make(counter(inplace)));
+  }
+
+ private:
+  eager::OpCounter* counter(const char* name);
+  void add(const char* name, torch::CppFunction f);
+  std::string family_;
+};
+
+using FamilyFn = void (*)(Registrar&);
+bool add_family(const char* file, FamilyFn fn);
+// Registers every family's kernels with the dispatcher, in table order
+// (once; at import).
+void register_kernels();
+// The sorted table: (overload, family) for every bound kernel.
+std::vector<std::pair<std::string, std::string>> kernel_table();
+
+}  // namespace torchtpu::aten
+
+#define TPU_KERNELS_CAT2(a, b) a##b
+#define TPU_KERNELS_CAT(a, b) TPU_KERNELS_CAT2(a, b)
+// A family file's one registration block: TPU_KERNELS(m) { m.impl(...); }
+#define TPU_KERNELS(m)                                                                          \
+  static void TPU_KERNELS_CAT(tpu_kernels_, __LINE__)(::torchtpu::aten::Registrar&);             \
+  static const bool TPU_KERNELS_CAT(tpu_kernels_added_, __LINE__) =                             \
+      ::torchtpu::aten::add_family(__FILE__, &TPU_KERNELS_CAT(tpu_kernels_, __LINE__));          \
+  static void TPU_KERNELS_CAT(tpu_kernels_, __LINE__)(::torchtpu::aten::Registrar & m)
