@@ -1,6 +1,11 @@
 """What the registration layer costs and changes. Prints JSON lines:
 - the median cost per op (Strict mode, wall time of a batch of ops with the
   final synchronize) of a functional, an in-place and an out= elementwise op;
+- the cost of the two ways to derive a functional form from an out= kernel,
+  each over a direct out= call of the same kernel, in alternating batches:
+  PyTorch's (its CompositeExplicitAutogradNonFunctional kernel runs the meta
+  function and at::empty, then calls .out; heaviside still takes that path)
+  and this project's (the out= kernel with an undefined out; maximum);
 - per training step of the GPT-style decoder in Strict and Fused mode: device
   executions, donated buffers and op calls counted by the kernels.
 
@@ -44,6 +49,33 @@ def per_op_us(form, ops=2000, repeats=7):
     return statistics.median(samples)
 
 
+def derivation_us(rounds=15, ops=1000):
+    """Per-op cost of each functional form over its own out= call (same kernel,
+    out preallocated), in alternating batches."""
+    x = torch.randn(64, device="tpu")
+    y = torch.randn(64, device="tpu")
+    o = torch.empty(64, device="tpu")
+    forms = {
+        "pytorch_derived": lambda: torch.heaviside(x, y),
+        "pytorch_derived_out": lambda: torch.heaviside(x, y, out=o),
+        "derived_here": lambda: torch.maximum(x, y),
+        "derived_here_out": lambda: torch.maximum(x, y, out=o),
+    }
+    for f in forms.values():
+        for _ in range(300):
+            f()
+    torchtpu.synchronize()
+    samples = {k: [] for k in forms}
+    for _ in range(rounds):
+        for k, f in forms.items():
+            t0 = time.perf_counter()
+            for _ in range(ops):
+                f()
+            torchtpu.synchronize()
+            samples[k].append((time.perf_counter() - t0) / ops * 1e6)
+    return {k: statistics.median(v) for k, v in samples.items()}
+
+
 def step_counts(mode, steps=5):
     torch.manual_seed(0)
     data = CharData()
@@ -73,6 +105,11 @@ def main():
     with torchtpu.eager_mode("strict"):
         for form in ("functional", "inplace", "out"):
             emit("add", "strict", f"{form}_per_op", per_op_us(form), "us")
+        d = derivation_us()
+        for k, v in d.items():
+            emit("functional_form", "strict", f"{k}_per_op", v, "us")
+        for k in ("pytorch_derived", "derived_here"):
+            emit("functional_form", "strict", f"{k}_overhead_over_out", d[k] - d[k + "_out"], "us")
     for mode in ("strict", "fused"):
         step_counts(mode)
 

@@ -427,33 +427,33 @@ std::tuple<at::Tensor, at::Tensor> prelu_kernel_backward(const at::Tensor& grad,
 TPU_KERNELS(m) {
   m.impl("_prelu_kernel", TORCH_FN(prelu_kernel));
   m.impl("_prelu_kernel_backward", TORCH_FN(prelu_kernel_backward));
-  m.impl("elu.out", TORCH_FN(elu_out));
-  m.impl("elu_backward.grad_input", TORCH_FN(elu_backward_out));
-  m.impl("glu.out", TORCH_FN(glu_out));
+  m.out("elu.out", TORCH_FN(elu_out), "elu", "elu_");
+  m.out("elu_backward.grad_input", TORCH_FN(elu_backward_out), "elu_backward");
+  m.out("glu.out", TORCH_FN(glu_out), "glu");
   m.out("glu_backward.grad_input", TORCH_FN(glu_backward_out), "glu_backward");
-  m.impl("hardshrink.out", TORCH_FN(hardshrink_out));
-  m.impl("hardshrink_backward.grad_input", TORCH_FN(hardshrink_backward_out));
-  m.impl("hardsigmoid.out", TORCH_FN(hardsigmoid_out));
-  m.impl("hardsigmoid_backward.grad_input", TORCH_FN(hardsigmoid_backward_out));
+  m.out("hardshrink.out", TORCH_FN(hardshrink_out), "hardshrink");
+  m.out("hardshrink_backward.grad_input", TORCH_FN(hardshrink_backward_out), "hardshrink_backward");
+  m.out("hardsigmoid.out", TORCH_FN(hardsigmoid_out), "hardsigmoid", "hardsigmoid_");
+  m.out("hardsigmoid_backward.grad_input", TORCH_FN(hardsigmoid_backward_out), "hardsigmoid_backward");
   m.out("hardswish.out", TORCH_FN(hardswish_out), "hardswish", "hardswish_");
   m.impl("hardswish_backward", TORCH_FN(hardswish_backward));
   m.out("hardtanh.out", TORCH_FN(hardtanh_out), "hardtanh", "hardtanh_");
   m.out("hardtanh_backward.grad_input", TORCH_FN(hardtanh_backward_out), "hardtanh_backward");
-  m.impl("leaky_relu.out", TORCH_FN(leaky_relu_out));
-  m.impl("leaky_relu_backward.grad_input", TORCH_FN(leaky_relu_backward_out));
+  m.out("leaky_relu.out", TORCH_FN(leaky_relu_out), "leaky_relu", "leaky_relu_");
+  m.out("leaky_relu_backward.grad_input", TORCH_FN(leaky_relu_backward_out), "leaky_relu_backward");
   m.out("log_sigmoid_backward.grad_input", TORCH_FN(log_sigmoid_backward_out), "log_sigmoid_backward");
   m.impl("log_sigmoid_forward", TORCH_FN(log_sigmoid_forward));
   m.impl("log_sigmoid_forward.output", TORCH_FN(log_sigmoid_forward_out));
-  m.impl("mish.out", TORCH_FN(mish_out));
+  m.out("mish.out", TORCH_FN(mish_out), "mish", "mish_");
   m.impl("mish_backward", TORCH_FN(mish_backward));
   m.impl("rrelu_with_noise", TORCH_FN(rrelu_with_noise));
   m.impl("rrelu_with_noise.out", TORCH_FN(rrelu_with_noise_out));
   m.impl("rrelu_with_noise_", TORCH_FN(rrelu_with_noise_));
-  m.impl("softplus.out", TORCH_FN(softplus_out));
-  m.impl("softplus_backward.grad_input", TORCH_FN(softplus_backward_out));
-  m.impl("softshrink.out", TORCH_FN(softshrink_out));
-  m.impl("softshrink_backward.grad_input", TORCH_FN(softshrink_backward_out));
-  m.impl("threshold.out", TORCH_FN(threshold_out));
+  m.out("softplus.out", TORCH_FN(softplus_out), "softplus");
+  m.out("softplus_backward.grad_input", TORCH_FN(softplus_backward_out), "softplus_backward");
+  m.out("softshrink.out", TORCH_FN(softshrink_out), "softshrink");
+  m.out("softshrink_backward.grad_input", TORCH_FN(softshrink_backward_out), "softshrink_backward");
+  m.out("threshold.out", TORCH_FN(threshold_out), "threshold", "threshold_");
 }
 
 }  // namespace torchtpu::aten

@@ -232,11 +232,11 @@ TPU_KERNELS(m) {
   m.out("binary_cross_entropy.out", TORCH_FN(binary_cross_entropy_out), "binary_cross_entropy");
   m.out("binary_cross_entropy_backward.grad_input", TORCH_FN(bce_backward_out), "binary_cross_entropy_backward");
   m.out("huber_loss.out", TORCH_FN(huber_loss_out), "huber_loss");
-  m.impl("huber_loss_backward.out", TORCH_FN(huber_loss_backward_out));
-  m.impl("mse_loss.out", TORCH_FN(mse_loss_out));
+  m.out("huber_loss_backward.out", TORCH_FN(huber_loss_backward_out), "huber_loss_backward");
+  m.out("mse_loss.out", TORCH_FN(mse_loss_out), "mse_loss");
   m.out("mse_loss_backward.grad_input", TORCH_FN(mse_loss_backward_out), "mse_loss_backward");
-  m.impl("smooth_l1_loss.out", TORCH_FN(smooth_l1_loss_out));
-  m.impl("smooth_l1_loss_backward.grad_input", TORCH_FN(smooth_l1_loss_backward_out));
+  m.out("smooth_l1_loss.out", TORCH_FN(smooth_l1_loss_out), "smooth_l1_loss");
+  m.out("smooth_l1_loss_backward.grad_input", TORCH_FN(smooth_l1_loss_backward_out), "smooth_l1_loss_backward");
 }
 
 }  // namespace torchtpu::aten

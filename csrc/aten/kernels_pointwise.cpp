@@ -411,8 +411,8 @@ TPU_KERNELS(m) {
   m.out("bitwise_not.out", TORCH_FN(tpu_bitwise_not_out), "bitwise_not", "bitwise_not_");
   m.out("logical_not.out", TORCH_FN(tpu_logical_not_out), "logical_not", "logical_not_");
   m.out("isnan.out", TORCH_FN(isnan_out), "isnan");
-  m.impl("isneginf.out", TORCH_FN(isneginf_out));
-  m.impl("isposinf.out", TORCH_FN(isposinf_out));
+  m.out("isneginf.out", TORCH_FN(isneginf_out), "isneginf");
+  m.out("isposinf.out", TORCH_FN(isposinf_out), "isposinf");
   m.impl("relu", TORCH_FN(relu));
   m.impl("relu_", TORCH_FN(relu_));
   m.out("addcmul.out", TORCH_FN(addcmul_out), "addcmul", "addcmul_");
