@@ -15,6 +15,29 @@ DEV = torch.device("tpu")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def matches_cpu(fn, inputs, rtol, atol):
+    """fn on copies of `inputs` (None stays None) on the CPU and on the device:
+    both raise (the device's exception a subclass of the CPU's), or both give
+    the same result and leave the same first input (in-place forms)."""
+    def run(dev):
+        args = [t.clone().to(dev) if t is not None else None for t in inputs]
+        try:
+            r = fn(*args)
+            return "ok", r.cpu() if isinstance(r, torch.Tensor) else r, args[0].cpu()
+        except Exception as e:  # compared with the CPU's exception below
+            return "raised", type(e), None
+
+    expected, got = run("cpu"), run(DEV)
+    torchtpu.synchronize()
+    assert got[0] == expected[0], (got, expected)
+    if expected[0] == "raised":
+        assert issubclass(got[1], expected[1]), (got, expected)
+        return
+    for e, g in ((expected[1], got[1]), (expected[2], got[2])):
+        assert g.dtype == e.dtype and g.shape == e.shape, (g, e)
+        torch.testing.assert_close(g, e, equal_nan=True, rtol=rtol, atol=atol)
+
+
 def test_table_is_sorted_and_names_every_kernel():
     table = _C._kernel_table()
     keys = [name.split(".")[0].rstrip("_") or name for name, _ in table]
@@ -119,26 +142,8 @@ def test_a_cpu_operand_is_refused_unless_0d(fn):
     (lambda a, b: torch.logical_not(a), (torch.arange(3), None)),
 ])
 def test_derived_forms_match_the_cpu(case):
-    fn, (a, b) = case
-
-    def run(dev):
-        args = [t.clone().to(dev) if t is not None else None for t in (a, b)]
-        try:
-            r = fn(*args)
-            return ("ok", r.cpu() if isinstance(r, torch.Tensor) else r, args[0].cpu())
-        except Exception as e:  # compared with the CPU's exception below
-            return ("raised", type(e), None)
-
-    expected = run("cpu")
-    got = run(DEV)
-    torchtpu.synchronize()
-    assert got[0] == expected[0], (got, expected)
-    if expected[0] == "raised":
-        assert issubclass(got[1], expected[1]), (got, expected)
-        return
-    for e, g in ((expected[1], got[1]), (expected[2], got[2])):
-        assert g.dtype == e.dtype and g.shape == e.shape, (g, e)
-        torch.testing.assert_close(g, e, equal_nan=True, rtol=1e-5, atol=1e-6)
+    fn, inputs = case
+    matches_cpu(fn, inputs, rtol=1e-5, atol=1e-6)
 
 
 def test_out_form_resizes_an_empty_out_and_warns_on_a_wrong_shape_like_the_cpu():
@@ -204,22 +209,4 @@ F = torch.nn.functional
     (lambda a: F.group_norm(a, 2), lambda: torch.randn(2, 4, 3)),
 ])
 def test_derived_forms_of_every_family_match_the_cpu(fn, make):
-    x = make()
-
-    def run(dev):
-        t = x.clone().to(dev)
-        try:
-            r = fn(t)
-            return "ok", r.cpu(), t.cpu()
-        except Exception as e:  # compared with the CPU's exception below
-            return "raised", type(e), None
-
-    expected, got = run("cpu"), run(DEV)
-    torchtpu.synchronize()
-    assert got[0] == expected[0], (got, expected)
-    if expected[0] == "raised":
-        assert issubclass(got[1], expected[1]), (got, expected)
-        return
-    for e, g in ((expected[1], got[1]), (expected[2], got[2])):
-        assert g.dtype == e.dtype and g.shape == e.shape, (g, e)
-        torch.testing.assert_close(g, e, equal_nan=True, rtol=1e-4, atol=1e-5)
+    matches_cpu(fn, (make(),), rtol=1e-4, atol=1e-5)
