@@ -30,8 +30,16 @@ if not _running_env_report():
 
     from . import _C  # noqa: E402
 
+    def _cpu_devices() -> int:
+        """Devices of the XLA:CPU client: the setting, or under torchrun one
+        per local rank, so that torch.device("tpu", local_rank) exists in every
+        rank as a GPU does."""
+        if "TORCHTPU_CPU_DEVICES" not in os.environ and os.environ.get("LOCAL_WORLD_SIZE", "").isdigit():
+            return max(1, min(256, int(os.environ["LOCAL_WORLD_SIZE"])))
+        return env.get("TORCHTPU_CPU_DEVICES")
+
     try:
-        _C._init(_PLUGIN, env.get("TORCHTPU_CPU_DEVICES"))
+        _C._init(_PLUGIN, _cpu_devices())
     except RuntimeError as e:
         raise ImportError(f"cannot start the PJRT plugin {_PLUGIN}: {e}\n{HINT}") from e
     from . import cache  # noqa: E402
@@ -60,6 +68,9 @@ if not _running_env_report():
     torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
 
     set_eager_mode(env.get("TORCHTPU_EAGER_MODE"))
+
+    from . import distributed  # noqa: E402
+    distributed._register()
 
     def _route_inductor():
         """torch.compile's default backend on tpu tensors becomes "tpu"

@@ -103,3 +103,130 @@ def is_initialized() -> bool:
 
 def _lazy_init() -> None:
     pass
+
+
+# Streams and events. Every stream of a device shares the device's one ordered
+# queue: work issued on any stream runs after all work issued before it, so
+# the ordering that waits ask for always holds and they need do nothing;
+# synchronizing a stream or an event waits for the queue.
+
+import threading as _threading
+import time as _time
+
+_current = _threading.local()
+
+
+def _index(device) -> int:
+    if device is None:
+        return current_device()
+    if isinstance(device, int):
+        return device
+    index = torch.device(device).index
+    return current_device() if index is None else index
+
+
+class Stream:
+    """A tpu stream (see above): `wait_stream`, `wait_event`, `record_event`,
+    `synchronize`, `query`, usable with `torch.tpu.stream(s)`."""
+
+    def __init__(self, device=None, priority=0, **kwargs):
+        self.device = torch.device("tpu", _index(device))
+        self.priority = priority
+
+    def wait_event(self, event) -> None:
+        pass
+
+    def wait_stream(self, stream) -> None:
+        pass
+
+    def record_event(self, event=None):
+        event = Event() if event is None else event
+        event.record(self)
+        return event
+
+    def query(self) -> bool:
+        synchronize(self.device)
+        return True
+
+    def synchronize(self) -> None:
+        synchronize(self.device)
+
+    def __repr__(self):
+        return f"<torch.tpu.Stream device={self.device} priority={self.priority}>"
+
+
+class Event:
+    """A tpu event: `record`, `wait`, `query`, `synchronize`, and with
+    `enable_timing=True`, `elapsed_time` in milliseconds (recording a timed
+    event waits for the queue, so the time covers the work before it)."""
+
+    def __init__(self, enable_timing=False, blocking=False, interprocess=False):
+        self.enable_timing = enable_timing
+        self._time = None
+
+    def record(self, stream=None) -> None:
+        if self.enable_timing:
+            synchronize()
+            self._time = _time.perf_counter()
+
+    def wait(self, stream=None) -> None:
+        pass
+
+    def query(self) -> bool:
+        synchronize()
+        return True
+
+    def synchronize(self) -> None:
+        synchronize()
+
+    def elapsed_time(self, end_event) -> float:
+        if self._time is None or end_event._time is None:
+            raise RuntimeError("elapsed_time needs two events created with enable_timing=True and recorded")
+        return (end_event._time - self._time) * 1000.0
+
+
+_default_streams = {}
+
+
+def default_stream(device=None) -> Stream:
+    index = _index(device)
+    if index not in _default_streams:
+        _default_streams[index] = Stream(index)
+    return _default_streams[index]
+
+
+def current_stream(device=None) -> Stream:
+    index = _index(device)
+    streams = getattr(_current, "streams", {})
+    return streams.get(index) or default_stream(index)
+
+
+def set_stream(stream) -> None:
+    if stream is None:
+        return
+    if not hasattr(_current, "streams"):
+        _current.streams = {}
+    _current.streams[stream.device.index] = stream
+
+
+class StreamContext:
+    """Makes `stream` the current stream of its device inside the block."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.previous = None
+
+    def __enter__(self):
+        if self.stream is not None:
+            self.previous = current_stream(self.stream.device)
+            set_stream(self.stream)
+        return self.stream
+
+    def __exit__(self, *exc):
+        if self.stream is not None:
+            set_stream(self.previous)
+        return False
+
+
+def stream(stream) -> StreamContext:
+    return StreamContext(stream)

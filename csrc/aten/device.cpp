@@ -2,11 +2,14 @@
 
 #include <ATen/ATen.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <c10/core/impl/alloc_cpu.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <atomic>
+#include <cstring>
 #include <memory>
 #include <mutex>
+#include <unordered_set>
 
 #include "eager/metrics.h"
 #include "eager/runtime.h"
@@ -90,6 +93,47 @@ class TpuAllocator final : public c10::Allocator {
 
 TpuAllocator allocator;
 
+// Page-locked host memory has no meaning for a PJRT client that copies on its
+// own: "pinned" host tensors (pin_memory=True, non_blocking copies to the CPU)
+// are ordinary host memory, remembered so that is_pinned() answers true.
+class PinnedAllocator final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(size_t nbytes) override {
+    void* p = nbytes ? c10::alloc_cpu(nbytes) : nullptr;
+    if (p) {
+      std::lock_guard<std::mutex> lock(mu());
+      live().insert(p);
+    }
+    return {p, p, &release, c10::Device(c10::DeviceType::CPU)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &release; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override { std::memcpy(dest, src, count); }
+  static bool owns(const void* p) {
+    std::lock_guard<std::mutex> lock(mu());
+    return live().count(const_cast<void*>(p)) > 0;
+  }
+
+ private:
+  static std::mutex& mu() {
+    static std::mutex m;
+    return m;
+  }
+  static std::unordered_set<void*>& live() {
+    static auto* s = new std::unordered_set<void*>();
+    return *s;
+  }
+  static void release(void* p) {
+    if (!p) return;
+    {
+      std::lock_guard<std::mutex> lock(mu());
+      live().erase(p);
+    }
+    c10::free_cpu(p);
+  }
+};
+
+PinnedAllocator pinned_allocator;
+
 struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   c10::DeviceType type() const override { return c10::DeviceType::PrivateUse1; }
   c10::Device exchangeDevice(c10::Device d) const override {
@@ -130,9 +174,32 @@ struct TpuHooks final : public at::PrivateUse1HooksInterface {
   at::Generator getNewGenerator(c10::DeviceIndex d) const override {
     return at::make_generator<TpuGenerator>(d < 0 ? current_device : d);
   }
+  bool isPinnedPtr(const void* data) const override { return PinnedAllocator::owns(data); }
+  c10::Allocator* getPinnedMemoryAllocator() const override { return &pinned_allocator; }
   at::Device getDeviceFromPtr(void*) const override { return c10::Device(c10::DeviceType::PrivateUse1, current_device); }
+  // untyped_storage().resize_(n), as FSDP2 frees and re-allocates unsharded
+  // parameters: the storage gets a fresh value of n bytes (reading as
+  // zeros). Keeping the old bytes is supported only where there are none.
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
-    TORCH_CHECK(false, "resizing a tpu storage in place is not supported");
+    c10::StorageImpl* impl = storage.unsafeGetStorageImpl();
+    TORCH_CHECK(impl->resizable(), "Trying to resize storage that is not resizable");
+    if (newsize == impl->nbytes()) return;
+    auto* old = static_cast<eager::StorageValue*>(impl->data_ptr().get_context());
+    TORCH_CHECK(newsize == 0 || impl->nbytes() == 0 || !old || !old->has_value(),
+                "resizing a tpu storage that holds data (", impl->nbytes(), " bytes) to ", newsize,
+                " bytes is not supported; resize it to 0 first, or copy into a new tensor");
+    c10::DeviceIndex previous = current_device;
+    current_device = impl->device().index();
+    c10::DataPtr fresh;
+    try {
+      fresh = allocator.allocate(newsize);
+    } catch (...) {
+      current_device = previous;
+      throw;
+    }
+    current_device = previous;
+    impl->set_data_ptr_noswap(std::move(fresh));
+    impl->set_nbytes(newsize);
   }
 };
 

@@ -20,6 +20,9 @@ using torchtpu::eager::Runtime;
 namespace torchtpu::python {
 void bind_cache(py::module_& m);    // cache_bindings.cpp
 void bind_compile(py::module_& m);  // compile_bindings.cpp
+void bind_distributed(py::module_& m);  // distributed_bindings.cpp
+py::dict distributed_metrics();
+void reset_distributed_metrics();
 }  // namespace torchtpu::python
 
 namespace {
@@ -83,6 +86,7 @@ py::dict metrics() {
   d["compiled"] = py::dict(py::arg("programs") = m.captured_programs.load(),
                            py::arg("abandoned") = m.captures_abandoned.load(),
                            py::arg("runs") = m.program_runs.load());
+  d["distributed"] = torchtpu::python::distributed_metrics();
   return d;
 }
 
@@ -176,6 +180,7 @@ PYBIND11_MODULE(_C, m) {
       Runtime::get().drain();
     }
     torchtpu::eager::metrics().reset();
+    torchtpu::python::reset_distributed_metrics();
     Runtime::get().cache().reset_stats();
     Runtime::get().reset_compilations();
   });
@@ -199,4 +204,5 @@ PYBIND11_MODULE(_C, m) {
   });
   torchtpu::python::bind_cache(m);
   torchtpu::python::bind_compile(m);
+  torchtpu::python::bind_distributed(m);
 }

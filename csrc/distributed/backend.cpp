@@ -1,0 +1,433 @@
+#include "distributed/backend.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/ivalue.h>
+#include <c10/core/ScalarType.h>
+
+#include <algorithm>
+#include <functional>
+#include <mutex>
+#include <numeric>
+#include <sstream>
+
+namespace torchtpu::distributed {
+
+Stats& stats() {
+  static Stats s;
+  return s;
+}
+
+namespace {
+
+using Tensors = TpuBackend::Tensors;
+using c10d::ReduceOp;
+
+std::string describe(const at::Tensor& t) {
+  std::ostringstream s;
+  s << c10::getDtypeNames(t.scalar_type()).first << t.sizes();
+  return s.str();
+}
+
+const char* reduction_name(const ReduceOp& op) {
+  switch (op.op_) {
+    case ReduceOp::SUM: return "sum";
+    case ReduceOp::AVG: return "avg";
+    case ReduceOp::PRODUCT: return "product";
+    case ReduceOp::MIN: return "min";
+    case ReduceOp::MAX: return "max";
+    case ReduceOp::BAND: return "band";
+    case ReduceOp::BOR: return "bor";
+    case ReduceOp::BXOR: return "bxor";
+    case ReduceOp::PREMUL_SUM: return "premul_sum";
+    default: return "unknown";
+  }
+}
+
+int64_t nbytes(const Tensors& ts) {
+  int64_t n = 0;
+  for (auto& t : ts) n += static_cast<int64_t>(t.nbytes());
+  return n;
+}
+
+// Host copies of device tensors (contiguous, as Gloo needs them) ...
+at::Tensor to_host(const at::Tensor& t) {
+  if (!t.is_cpu()) stats().host_staged_bytes += static_cast<int64_t>(t.nbytes());
+  return t.to(at::kCPU).contiguous();
+}
+Tensors to_host(const Tensors& ts) {
+  Tensors h;
+  for (auto& t : ts) h.push_back(to_host(t));
+  return h;
+}
+// ... host buffers for outputs that are only written ...
+at::Tensor blank(const at::Tensor& t) { return at::empty(t.sizes(), t.options().device(at::kCPU)); }
+Tensors blank(const Tensors& ts) {
+  Tensors h;
+  for (auto& t : ts) h.push_back(blank(t));
+  return h;
+}
+// ... and the results copied back into the device tensors in place.
+void back(const at::Tensor& dev, const at::Tensor& host) {
+  if (!dev.is_cpu()) stats().host_staged_bytes += static_cast<int64_t>(host.nbytes());
+  const_cast<at::Tensor&>(dev).copy_(host);
+}
+void back(const Tensors& dev, const Tensors& host) {
+  for (size_t i = 0; i < dev.size(); ++i) back(dev[i], host[i]);
+}
+
+// The reduction Gloo runs for `op`. Gloo has neither an average nor a
+// pre-multiplied sum: both become a sum, with the factor applied to the host
+// copies before it (pre-multiply) or to the results after it (average).
+ReduceOp host_reduction(const ReduceOp& op, Tensors& inputs) {
+  if (op.op_ == ReduceOp::AVG) return ReduceOp::SUM;
+  if (op.op_ != ReduceOp::PREMUL_SUM) return op;
+  auto* f = dynamic_cast<c10d::PreMulSumSupplement*>(op.supplement_.get());
+  TORCH_CHECK(f, "tpu_dist: PREMUL_SUM without a factor");
+  for (auto& h : inputs) {
+    if (f->tensor_factor.defined()) h.mul_(f->tensor_factor.to(at::kCPU));
+    else h.mul_(f->double_factor);
+  }
+  return ReduceOp::SUM;
+}
+void finish_reduction(const ReduceOp& op, Tensors& results, int size) {
+  if (op.op_ != ReduceOp::AVG) return;
+  for (auto& h : results) {
+    if (at::isIntegralType(h.scalar_type(), /*includeBool=*/true)) h.div_(size, "trunc");
+    else h.div_(size);
+  }
+}
+
+// Work that finished before it was returned; its future holds the outputs.
+class DoneWork final : public c10d::Work {
+ public:
+  DoneWork(int rank, c10d::OpType type, Tensors outputs)
+      : c10d::Work(rank, type), outputs_(std::move(outputs)),
+        future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors())) {
+    future_->markCompleted(c10::IValue(outputs_));
+  }
+  bool isCompleted() override { return true; }
+  bool isSuccess() const override { return true; }
+  bool wait(std::chrono::milliseconds) override { return true; }
+  Tensors result() override { return outputs_; }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+
+ private:
+  Tensors outputs_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+// Work still running on the host backend (send, recv); waiting for it runs
+// `finish` (recv copies into the tpu tensors) once.
+class HostWork final : public c10d::Work {
+ public:
+  HostWork(int rank, c10d::OpType type, TpuBackend::Work host, std::function<void()> finish, Tensors outputs)
+      : c10d::Work(rank, type), host_(std::move(host)), finish_(std::move(finish)), outputs_(std::move(outputs)) {}
+  bool isCompleted() override { return finished_; }
+  bool isSuccess() const override { return finished_; }
+  bool wait(std::chrono::milliseconds timeout) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (finished_) return true;
+    host_->wait(timeout);
+    if (finish_) finish_();
+    finished_ = true;
+    return true;
+  }
+  Tensors result() override { return outputs_; }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override {
+    wait(kNoTimeout);
+    auto f = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors());
+    f->markCompleted(c10::IValue(outputs_));
+    return f;
+  }
+
+ private:
+  std::mutex mu_;
+  TpuBackend::Work host_;
+  std::function<void()> finish_;
+  Tensors outputs_;
+  bool finished_ = false;
+};
+
+// The ops of one coalesced group (startCoalescing .. endCoalescing): waits
+// for each.
+class GroupWork final : public c10d::Work {
+ public:
+  GroupWork(int rank, std::vector<TpuBackend::Work> works)
+      : c10d::Work(rank, c10d::OpType::COALESCED), works_(std::move(works)) {}
+  bool isCompleted() override {
+    return std::all_of(works_.begin(), works_.end(), [](auto& w) { return w->isCompleted(); });
+  }
+  bool wait(std::chrono::milliseconds timeout) override {
+    for (auto& w : works_) w->wait(timeout);
+    return true;
+  }
+
+ private:
+  std::vector<TpuBackend::Work> works_;
+};
+
+TpuBackend::Work done(int rank, c10d::OpType type, Tensors outputs = {}) {
+  return c10::make_intrusive<DoneWork>(rank, type, std::move(outputs));
+}
+
+Tensors flat(const std::vector<Tensors>& lists) {
+  Tensors all;
+  for (auto& l : lists) all.insert(all.end(), l.begin(), l.end());
+  return all;
+}
+
+}  // namespace
+
+TpuBackend::TpuBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                       std::chrono::milliseconds timeout, c10::intrusive_ptr<c10d::Backend> host)
+    : c10d::Backend(rank, size), consensus_(store, rank, size, timeout), host_(std::move(host)) {
+  TORCH_CHECK(host_, "tpu_dist needs a host backend");
+}
+
+void TpuBackend::setTimeout(std::chrono::milliseconds timeout) {
+  consensus_.set_timeout(timeout);
+  host_->setTimeout(timeout);
+}
+
+void TpuBackend::agree(const std::string& op, const Tensors& tensors, const std::string& extra) {
+  std::ostringstream sig;
+  sig << op;
+  if (!extra.empty()) sig << "(" << extra << ")";
+  for (size_t i = 0; i < tensors.size(); ++i) sig << (i ? ", " : " ") << describe(tensors[i]);
+  consensus_.agree(sig.str());
+  ++stats().collectives;
+  on_device_ = std::any_of(tensors.begin(), tensors.end(), [](const at::Tensor& t) { return !t.is_cpu(); });
+}
+
+void TpuBackend::run(const char* op, const Work& work) {
+  if (on_device_) ++stats().host_staged;
+  try {
+    work->wait();
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, "tpu_dist: ", op, " failed on rank ", rank_, " (collective #", consensus_.sequence(),
+                "): ", e.what());
+  }
+}
+
+TpuBackend::Work TpuBackend::broadcast(Tensors& tensors, const c10d::BroadcastOptions& opts) {
+  agree("broadcast", tensors, "root=" + std::to_string(opts.rootRank));
+  Tensors h = rank_ == opts.rootRank ? to_host(tensors) : blank(tensors);
+  run("broadcast", host_->broadcast(h, opts));
+  if (rank_ != opts.rootRank) back(tensors, h);
+  return done(rank_, c10d::OpType::BROADCAST, tensors);
+}
+
+TpuBackend::Work TpuBackend::allreduce(Tensors& tensors, const c10d::AllreduceOptions& opts) {
+  agree("all_reduce", tensors, reduction_name(opts.reduceOp));
+  Tensors h = to_host(tensors);
+  c10d::AllreduceOptions o = opts;
+  o.reduceOp = host_reduction(opts.reduceOp, h);
+  run("all_reduce", host_->allreduce(h, o));
+  finish_reduction(opts.reduceOp, h, size_);
+  back(tensors, h);
+  return done(rank_, c10d::OpType::ALLREDUCE, tensors);
+}
+
+TpuBackend::Work TpuBackend::allreduce_coalesced(Tensors& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  agree("all_reduce_coalesced", tensors, reduction_name(opts.reduceOp));
+  Tensors h = to_host(tensors);
+  c10d::AllreduceCoalescedOptions o = opts;
+  o.reduceOp = host_reduction(opts.reduceOp, h);
+  run("all_reduce_coalesced", host_->allreduce_coalesced(h, o));
+  finish_reduction(opts.reduceOp, h, size_);
+  back(tensors, h);
+  return done(rank_, c10d::OpType::ALLREDUCE_COALESCED, tensors);
+}
+
+TpuBackend::Work TpuBackend::reduce(Tensors& tensors, const c10d::ReduceOptions& opts) {
+  agree("reduce", tensors, std::string(reduction_name(opts.reduceOp)) + ", root=" + std::to_string(opts.rootRank));
+  Tensors h = to_host(tensors);
+  c10d::ReduceOptions o = opts;
+  o.reduceOp = host_reduction(opts.reduceOp, h);
+  run("reduce", host_->reduce(h, o));
+  if (rank_ == opts.rootRank) {
+    finish_reduction(opts.reduceOp, h, size_);
+    back(tensors, h);
+  }
+  return done(rank_, c10d::OpType::REDUCE, tensors);
+}
+
+TpuBackend::Work TpuBackend::allgather(std::vector<Tensors>& outputs, Tensors& inputs,
+                                       const c10d::AllgatherOptions& opts) {
+  agree("all_gather", inputs);
+  Tensors hi = to_host(inputs);
+  std::vector<Tensors> ho;
+  for (auto& l : outputs) ho.push_back(blank(l));
+  run("all_gather", host_->allgather(ho, hi, opts));
+  for (size_t i = 0; i < outputs.size(); ++i) back(outputs[i], ho[i]);
+  return done(rank_, c10d::OpType::ALLGATHER, flat(outputs));
+}
+
+TpuBackend::Work TpuBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
+                                             const c10d::AllgatherOptions& opts) {
+  agree("all_gather_into_tensor", {input, output});
+  at::Tensor hi = to_host(input), ho = blank(output);
+  run("all_gather_into_tensor", host_->_allgather_base(ho, hi, opts));
+  back(output, ho);
+  return done(rank_, c10d::OpType::_ALLGATHER_BASE, {output});
+}
+
+TpuBackend::Work TpuBackend::allgather_coalesced(std::vector<Tensors>& outputs, Tensors& inputs,
+                                                 const c10d::AllgatherOptions& opts) {
+  agree("all_gather_coalesced", inputs);
+  Tensors hi = to_host(inputs);
+  std::vector<Tensors> ho;
+  for (auto& l : outputs) ho.push_back(blank(l));
+  run("all_gather_coalesced", host_->allgather_coalesced(ho, hi, opts));
+  for (size_t i = 0; i < outputs.size(); ++i) back(outputs[i], ho[i]);
+  return done(rank_, c10d::OpType::ALLGATHER_COALESCED, flat(outputs));
+}
+
+TpuBackend::Work TpuBackend::allgather_into_tensor_coalesced(Tensors& outputs, Tensors& inputs,
+                                                             const c10d::AllgatherOptions& opts) {
+  agree("all_gather_into_tensor_coalesced", inputs);
+  Tensors hi = to_host(inputs), ho = blank(outputs);
+  run("all_gather_into_tensor_coalesced", host_->allgather_into_tensor_coalesced(ho, hi, opts));
+  back(outputs, ho);
+  return done(rank_, c10d::OpType::COALESCED, outputs);
+}
+
+TpuBackend::Work TpuBackend::gather(std::vector<Tensors>& outputs, Tensors& inputs,
+                                    const c10d::GatherOptions& opts) {
+  agree("gather", inputs, "root=" + std::to_string(opts.rootRank));
+  Tensors hi = to_host(inputs);
+  std::vector<Tensors> ho;
+  for (auto& l : outputs) ho.push_back(blank(l));
+  run("gather", host_->gather(ho, hi, opts));
+  for (size_t i = 0; i < outputs.size(); ++i) back(outputs[i], ho[i]);
+  return done(rank_, c10d::OpType::GATHER, flat(outputs));
+}
+
+TpuBackend::Work TpuBackend::scatter(Tensors& outputs, std::vector<Tensors>& inputs,
+                                     const c10d::ScatterOptions& opts) {
+  agree("scatter", outputs, "root=" + std::to_string(opts.rootRank));
+  std::vector<Tensors> hi;
+  for (auto& l : inputs) hi.push_back(to_host(l));
+  Tensors ho = blank(outputs);
+  run("scatter", host_->scatter(ho, hi, opts));
+  back(outputs, ho);
+  return done(rank_, c10d::OpType::SCATTER, outputs);
+}
+
+TpuBackend::Work TpuBackend::reduce_scatter(Tensors& outputs, std::vector<Tensors>& inputs,
+                                            const c10d::ReduceScatterOptions& opts) {
+  agree("reduce_scatter", flat(inputs), reduction_name(opts.reduceOp));
+  std::vector<Tensors> hi;
+  for (auto& l : inputs) hi.push_back(to_host(l));
+  Tensors ho = blank(outputs);
+  c10d::ReduceScatterOptions o = opts;
+  for (auto& l : hi) o.reduceOp = host_reduction(opts.reduceOp, l);
+  run("reduce_scatter", host_->reduce_scatter(ho, hi, o));
+  finish_reduction(opts.reduceOp, ho, size_);
+  back(outputs, ho);
+  return done(rank_, c10d::OpType::REDUCE_SCATTER, outputs);
+}
+
+TpuBackend::Work TpuBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                  const c10d::ReduceScatterOptions& opts) {
+  agree("reduce_scatter_tensor", {input, output}, reduction_name(opts.reduceOp));
+  Tensors hi = {to_host(input)}, ho = {blank(output)};
+  c10d::ReduceScatterOptions o = opts;
+  o.reduceOp = host_reduction(opts.reduceOp, hi);
+  run("reduce_scatter_tensor", host_->_reduce_scatter_base(ho[0], hi[0], o));
+  finish_reduction(opts.reduceOp, ho, size_);
+  back(output, ho[0]);
+  return done(rank_, c10d::OpType::_REDUCE_SCATTER_BASE, {output});
+}
+
+TpuBackend::Work TpuBackend::reduce_scatter_tensor_coalesced(Tensors& outputs, Tensors& inputs,
+                                                             const c10d::ReduceScatterOptions& opts) {
+  agree("reduce_scatter_tensor_coalesced", inputs, reduction_name(opts.reduceOp));
+  Tensors hi = to_host(inputs), ho = blank(outputs);
+  c10d::ReduceScatterOptions o = opts;
+  o.reduceOp = host_reduction(opts.reduceOp, hi);
+  run("reduce_scatter_tensor_coalesced", host_->reduce_scatter_tensor_coalesced(ho, hi, o));
+  finish_reduction(opts.reduceOp, ho, size_);
+  back(outputs, ho);
+  return done(rank_, c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED, outputs);
+}
+
+TpuBackend::Work TpuBackend::alltoall_base(at::Tensor& output, at::Tensor& input,
+                                           std::vector<int64_t>& output_splits,
+                                           std::vector<int64_t>& input_splits,
+                                           const c10d::AllToAllOptions& opts) {
+  // Split sizes may differ between ranks: only the dtype must agree.
+  const bool even = output_splits.empty() && input_splits.empty();
+  agree("all_to_all_single", even ? Tensors{input} : Tensors{},
+        even ? "" : std::string(c10::getDtypeNames(input.scalar_type()).first) + ", uneven splits");
+  at::Tensor hi = to_host(input), ho = blank(output);
+  run("all_to_all_single", host_->alltoall_base(ho, hi, output_splits, input_splits, opts));
+  back(output, ho);
+  return done(rank_, c10d::OpType::ALLTOALL_BASE, {output});
+}
+
+TpuBackend::Work TpuBackend::alltoall(Tensors& outputs, Tensors& inputs, const c10d::AllToAllOptions& opts) {
+  // Gloo has only the single-tensor form: one flat buffer, split by element count.
+  TORCH_CHECK(outputs.size() == static_cast<size_t>(size_) && inputs.size() == static_cast<size_t>(size_),
+              "tpu_dist: all_to_all needs one input and one output tensor per rank (", size_, "), got ",
+              inputs.size(), " and ", outputs.size());
+  agree("all_to_all", {}, std::string(c10::getDtypeNames(inputs[0].scalar_type()).first));
+  std::vector<int64_t> in_splits, out_splits;
+  Tensors pieces;
+  for (auto& t : inputs) {
+    pieces.push_back(to_host(t).reshape({-1}));
+    in_splits.push_back(t.numel());
+  }
+  for (auto& t : outputs) out_splits.push_back(t.numel());
+  at::Tensor hi = at::cat(pieces), ho = at::empty({std::accumulate(out_splits.begin(), out_splits.end(), int64_t{0})},
+                                                   hi.options());
+  // Gloo may take the split vectors' contents: it gets copies.
+  std::vector<int64_t> out_arg = out_splits, in_arg = in_splits;
+  run("all_to_all", host_->alltoall_base(ho, hi, out_arg, in_arg, opts));
+  int64_t offset = 0;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    back(outputs[i], ho.narrow(0, offset, out_splits[i]).view(outputs[i].sizes()));
+    offset += out_splits[i];
+  }
+  return done(rank_, c10d::OpType::ALLTOALL, outputs);
+}
+
+TpuBackend::Work TpuBackend::send(Tensors& tensors, int dst, int tag) {
+  ++stats().point_to_point;
+  on_device_ = !tensors.empty() && !tensors[0].is_cpu();
+  Tensors h = to_host(tensors);  // kept alive by the work until it is waited for
+  auto work = c10::make_intrusive<HostWork>(rank_, c10d::OpType::SEND, host_->send(h, dst, tag), nullptr, h);
+  return keep(work);
+}
+
+TpuBackend::Work TpuBackend::recv(Tensors& tensors, int src, int tag) {
+  ++stats().point_to_point;
+  on_device_ = !tensors.empty() && !tensors[0].is_cpu();
+  Tensors h = blank(tensors);
+  auto work = c10::make_intrusive<HostWork>(rank_, c10d::OpType::RECV, host_->recv(h, src, tag),
+                                            [dev = tensors, h] { back(dev, h); }, tensors);
+  return keep(work);
+}
+
+void TpuBackend::startCoalescing() {
+  coalescing_ = true;
+  coalesced_.clear();
+}
+
+TpuBackend::Work TpuBackend::endCoalescing() {
+  coalescing_ = false;
+  return c10::make_intrusive<GroupWork>(rank_, std::move(coalesced_));
+}
+
+TpuBackend::Work TpuBackend::keep(Work work) {
+  if (coalescing_) coalesced_.push_back(work);
+  return work;
+}
+
+TpuBackend::Work TpuBackend::barrier(const c10d::BarrierOptions& opts) {
+  // Agreement waits for every rank: it is the barrier.
+  agree("barrier", {});
+  return done(rank_, c10d::OpType::BARRIER);
+}
+
+}  // namespace torchtpu::distributed

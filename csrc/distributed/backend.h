@@ -1,0 +1,87 @@
+// The c10d backend "tpu_dist" for tensors on the tpu device.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+
+#include "distributed/consensus.h"
+
+namespace torchtpu::distributed {
+
+// Process-wide counts shown in torchtpu.debug.metrics().
+struct Stats {
+  std::atomic<int64_t> collectives{0};         // collectives run by any tpu_dist group
+  std::atomic<int64_t> host_staged{0};         // of which staged through the host backend
+  std::atomic<int64_t> host_staged_bytes{0};   // device bytes copied to and from the host for them
+  std::atomic<int64_t> point_to_point{0};      // send and recv
+};
+Stats& stats();
+
+// TpuBackend: c10d's Backend for tpu tensors. Every collective first agrees
+// with the other ranks on its signature (Consensus), then runs. Across
+// processes on a plugin without cross-process collectives (XLA:CPU) it stages
+// the tensors through `host`, a Gloo backend of the same ranks: copy to the
+// host, run, copy the results back into the tpu tensors. Reductions Gloo lacks
+// (average, pre-multiplied sum) are composed on the host copies. CPU tensors
+// of a "tpu_dist" group run on the same Gloo backend after the same agreement.
+// Collectives complete before their Work is returned (its future holds the
+// outputs); send and recv complete when their Work is waited for.
+class TpuBackend final : public c10d::Backend {
+ public:
+  TpuBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+             std::chrono::milliseconds timeout, c10::intrusive_ptr<c10d::Backend> host);
+
+  const std::string getBackendName() const override { return "tpu_dist"; }
+  bool supportsCoalescing() const override { return true; }
+  void setTimeout(std::chrono::milliseconds timeout) override;
+  uint64_t getSequenceNumberForGroup() override { return consensus_.sequence(); }
+  void setSequenceNumberForGroup() override {}
+
+  using Tensors = std::vector<at::Tensor>;
+  using Work = c10::intrusive_ptr<c10d::Work>;
+
+  Work broadcast(Tensors& tensors, const c10d::BroadcastOptions& opts) override;
+  Work allreduce(Tensors& tensors, const c10d::AllreduceOptions& opts) override;
+  Work allreduce_coalesced(Tensors& tensors, const c10d::AllreduceCoalescedOptions& opts) override;
+  Work reduce(Tensors& tensors, const c10d::ReduceOptions& opts) override;
+  Work allgather(std::vector<Tensors>& outputs, Tensors& inputs, const c10d::AllgatherOptions& opts) override;
+  Work _allgather_base(at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) override;
+  Work allgather_coalesced(std::vector<Tensors>& outputs, Tensors& inputs,
+                           const c10d::AllgatherOptions& opts) override;
+  Work allgather_into_tensor_coalesced(Tensors& outputs, Tensors& inputs,
+                                       const c10d::AllgatherOptions& opts) override;
+  Work gather(std::vector<Tensors>& outputs, Tensors& inputs, const c10d::GatherOptions& opts) override;
+  Work scatter(Tensors& outputs, std::vector<Tensors>& inputs, const c10d::ScatterOptions& opts) override;
+  Work reduce_scatter(Tensors& outputs, std::vector<Tensors>& inputs,
+                      const c10d::ReduceScatterOptions& opts) override;
+  Work _reduce_scatter_base(at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
+  Work reduce_scatter_tensor_coalesced(Tensors& outputs, Tensors& inputs,
+                                       const c10d::ReduceScatterOptions& opts) override;
+  Work alltoall_base(at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_splits,
+                     std::vector<int64_t>& input_splits, const c10d::AllToAllOptions& opts) override;
+  Work alltoall(Tensors& outputs, Tensors& inputs, const c10d::AllToAllOptions& opts) override;
+  Work send(Tensors& tensors, int dst, int tag) override;
+  Work recv(Tensors& tensors, int src, int tag) override;
+  Work barrier(const c10d::BarrierOptions& opts) override;
+  void startCoalescing() override;
+  Work endCoalescing() override;
+
+ private:
+  // Agrees on `op` over `tensors` with the other ranks (see Consensus).
+  void agree(const std::string& op, const Tensors& tensors, const std::string& extra = "");
+  // Runs `work` on the host backend and waits for it; names the op on error.
+  void run(const char* op, const Work& work);
+  // Returns `work`, kept for endCoalescing() inside a coalesced group.
+  Work keep(Work work);
+
+  Consensus consensus_;
+  c10::intrusive_ptr<c10d::Backend> host_;
+  bool coalescing_ = false;
+  std::vector<Work> coalesced_;
+  bool on_device_ = false;  // the current op's tensors are on tpu (else CPU: Gloo's own)
+};
+
+}  // namespace torchtpu::distributed

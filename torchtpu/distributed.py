@@ -1,0 +1,76 @@
+"""torch.distributed on tpu: the c10d backend "tpu_dist" and `launch`.
+
+    dist.init_process_group("tpu_dist")                         # or, with no backend:
+    dist.init_process_group(device_id=torch.device("tpu", local_rank))
+
+Collectives on tpu tensors go to the C++ backend (csrc/distributed): every
+collective is first agreed on by all ranks (a mismatch raises on every rank),
+then runs. On XLA:CPU, whose plugin has no cross-process collectives, it stages
+the tensors through a Gloo backend on the host, counted in
+`torchtpu.debug.metrics()["distributed"]`. CPU tensors of the same group run on
+that Gloo backend directly, after the same agreement.
+"""
+import datetime
+import os
+import socket
+
+import torch
+import torch.distributed as dist
+
+from . import _C
+
+BACKEND = "tpu_dist"
+
+
+def _create_backend(store, rank, size, timeout):
+    """c10d's creator for "tpu_dist": the C++ backend over a Gloo backend of
+    the same ranks (its own store prefix) for host staging."""
+    from torch._C._distributed_c10d import ProcessGroupGloo
+    if not isinstance(timeout, datetime.timedelta):
+        timeout = datetime.timedelta(seconds=float(timeout))
+    host = ProcessGroupGloo(dist.PrefixStore("tpu_dist_host/", store), rank, size, timeout)
+    return _C._dist_backend(store, rank, size, timeout, host)
+
+
+def _register() -> None:
+    if not dist.is_available() or BACKEND.upper() in dist.Backend.backend_list or BACKEND in dist.Backend.backend_list:
+        return
+    # "cpu" too: CPU tensors of a tpu_dist group run on its Gloo backend (the
+    # default backend for "cpu" stays gloo).
+    dist.Backend.register_backend(BACKEND, _create_backend, devices=["tpu", "cpu"])
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _worker(index, fn, args):
+    os.environ.update(RANK=str(index), LOCAL_RANK=str(index))
+    fn(index, *args)
+
+
+def launch(fn, args=(), nprocs=None, start_method="spawn", join=True):
+    """Runs `fn(index, *args)` in `nprocs` new processes (default: one per tpu
+    device), each with RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT
+    set for `dist.init_process_group`, and tpu device `index` for its own.
+    Like `torch_xla.launch`. If a process fails, the others are stopped and
+    the failure is raised here."""
+    import torch.multiprocessing as mp
+    if nprocs is None:
+        nprocs = torch.tpu.device_count()
+    shared = dict(WORLD_SIZE=str(nprocs), LOCAL_WORLD_SIZE=str(nprocs),
+                  MASTER_ADDR=os.environ.get("MASTER_ADDR", "127.0.0.1"),
+                  MASTER_PORT=os.environ.get("MASTER_PORT") or str(_free_port()))
+    saved = {k: os.environ.get(k) for k in shared}
+    os.environ.update(shared)  # the children's environment from their start
+    try:
+        return mp.start_processes(_worker, args=(fn, tuple(args)), nprocs=nprocs, join=join,
+                                  start_method=start_method)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
