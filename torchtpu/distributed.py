@@ -32,6 +32,32 @@ def _create_backend(store, rank, size, timeout):
     return _C._dist_backend(store, rank, size, timeout, host)
 
 
+def thread_group(rank, world_size, name="threads", timeout=datetime.timedelta(minutes=5)):
+    """A process group whose ranks are threads of this process: call it from
+    each of `world_size` threads with its rank; rank r uses tpu device r.
+    Collectives compile to StableHLO collectives (all_reduce, all_gather,
+    reduce_scatter, all_to_all) and run as one XLA program on all the ranks'
+    devices at once. Use it with the group= argument of torch.distributed's
+    collectives, e.g. `dist.all_reduce(t, group=pg)`."""
+    if not isinstance(timeout, datetime.timedelta):
+        timeout = datetime.timedelta(seconds=float(timeout))
+    backend = _C._dist_thread_backend(name, rank, world_size, timeout)
+    pg = dist.ProcessGroup(rank, world_size)
+    custom = dist.ProcessGroup.BackendType.CUSTOM
+    pg._set_default_backend(custom)
+    pg._register_backend(torch.device("tpu"), custom, backend)
+    # Group ranks are global ranks: what rooted collectives (broadcast, gather,
+    # reduce) look up for a group.
+    dist.distributed_c10d._world.pg_group_ranks[pg] = {r: r for r in range(world_size)}
+    return pg
+
+
+def collective_programs():
+    """The StableHLO text of each collective program compiled in this process
+    for thread ranks (one per collective, dtype, size and device set)."""
+    return list(_C._dist_collective_programs())
+
+
 def _register() -> None:
     if not dist.is_available() or BACKEND.upper() in dist.Backend.backend_list or BACKEND in dist.Backend.backend_list:
         return

@@ -180,13 +180,28 @@ Tensors flat(const std::vector<Tensors>& lists) {
 
 TpuBackend::TpuBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                        std::chrono::milliseconds timeout, c10::intrusive_ptr<c10d::Backend> host)
-    : c10d::Backend(rank, size), consensus_(store, rank, size, timeout), host_(std::move(host)) {
+    : c10d::Backend(rank, size), consensus_(std::make_unique<Consensus>(store, rank, size, timeout)),
+      host_(std::move(host)), timeout_(timeout) {
   TORCH_CHECK(host_, "tpu_dist needs a host backend");
 }
 
+TpuBackend::TpuBackend(std::shared_ptr<LocalGroup> local, int rank, std::chrono::milliseconds timeout)
+    : c10d::Backend(rank, local->size()), local_(std::move(local)), timeout_(timeout) {}
+
 void TpuBackend::setTimeout(std::chrono::milliseconds timeout) {
-  consensus_.set_timeout(timeout);
-  host_->setTimeout(timeout);
+  timeout_ = timeout;
+  if (consensus_) consensus_->set_timeout(timeout);
+  if (host_) host_->setTimeout(timeout);
+}
+
+uint64_t TpuBackend::getSequenceNumberForGroup() {
+  return consensus_ ? consensus_->sequence() : static_cast<uint64_t>(local_->executions());
+}
+
+void TpuBackend::local_only(const char* op) const {
+  TORCH_CHECK(false, "tpu_dist: ", op, " is not supported between ranks that are threads of one process; they "
+              "support all_reduce, all_gather, reduce_scatter, all_to_all_single (equal splits), broadcast, reduce, "
+              "gather and barrier");
 }
 
 void TpuBackend::agree(const std::string& op, const Tensors& tensors, const std::string& extra) {
@@ -194,7 +209,7 @@ void TpuBackend::agree(const std::string& op, const Tensors& tensors, const std:
   sig << op;
   if (!extra.empty()) sig << "(" << extra << ")";
   for (size_t i = 0; i < tensors.size(); ++i) sig << (i ? ", " : " ") << describe(tensors[i]);
-  consensus_.agree(sig.str());
+  consensus_->agree(sig.str());
   ++stats().collectives;
   on_device_ = std::any_of(tensors.begin(), tensors.end(), [](const at::Tensor& t) { return !t.is_cpu(); });
 }
@@ -204,12 +219,17 @@ void TpuBackend::run(const char* op, const Work& work) {
   try {
     work->wait();
   } catch (const std::exception& e) {
-    TORCH_CHECK(false, "tpu_dist: ", op, " failed on rank ", rank_, " (collective #", consensus_.sequence(),
+    TORCH_CHECK(false, "tpu_dist: ", op, " failed on rank ", rank_, " (collective #", consensus_->sequence(),
                 "): ", e.what());
   }
 }
 
 TpuBackend::Work TpuBackend::broadcast(Tensors& tensors, const c10d::BroadcastOptions& opts) {
+  if (local_) {
+    ++stats().collectives;
+    for (auto& t : tensors) local_->broadcast(rank_, t, static_cast<int>(opts.rootRank), timeout_);
+    return done(rank_, c10d::OpType::BROADCAST, tensors);
+  }
   agree("broadcast", tensors, "root=" + std::to_string(opts.rootRank));
   Tensors h = rank_ == opts.rootRank ? to_host(tensors) : blank(tensors);
   run("broadcast", host_->broadcast(h, opts));
@@ -218,6 +238,11 @@ TpuBackend::Work TpuBackend::broadcast(Tensors& tensors, const c10d::BroadcastOp
 }
 
 TpuBackend::Work TpuBackend::allreduce(Tensors& tensors, const c10d::AllreduceOptions& opts) {
+  if (local_) {
+    ++stats().collectives;
+    for (auto& t : tensors) local_->all_reduce(rank_, t, opts.reduceOp, timeout_);
+    return done(rank_, c10d::OpType::ALLREDUCE, tensors);
+  }
   agree("all_reduce", tensors, reduction_name(opts.reduceOp));
   Tensors h = to_host(tensors);
   c10d::AllreduceOptions o = opts;
@@ -229,6 +254,11 @@ TpuBackend::Work TpuBackend::allreduce(Tensors& tensors, const c10d::AllreduceOp
 }
 
 TpuBackend::Work TpuBackend::allreduce_coalesced(Tensors& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  if (local_) {
+    ++stats().collectives;
+    for (auto& t : tensors) local_->all_reduce(rank_, t, opts.reduceOp, timeout_);
+    return done(rank_, c10d::OpType::ALLREDUCE_COALESCED, tensors);
+  }
   agree("all_reduce_coalesced", tensors, reduction_name(opts.reduceOp));
   Tensors h = to_host(tensors);
   c10d::AllreduceCoalescedOptions o = opts;
@@ -240,6 +270,15 @@ TpuBackend::Work TpuBackend::allreduce_coalesced(Tensors& tensors, const c10d::A
 }
 
 TpuBackend::Work TpuBackend::reduce(Tensors& tensors, const c10d::ReduceOptions& opts) {
+  if (local_) {  // every rank reduces; only the root keeps the result
+    ++stats().collectives;
+    for (auto& t : tensors) {
+      at::Tensor r = t.clone();
+      local_->all_reduce(rank_, r, opts.reduceOp, timeout_);
+      if (rank_ == opts.rootRank) t.copy_(r);
+    }
+    return done(rank_, c10d::OpType::REDUCE, tensors);
+  }
   agree("reduce", tensors, std::string(reduction_name(opts.reduceOp)) + ", root=" + std::to_string(opts.rootRank));
   Tensors h = to_host(tensors);
   c10d::ReduceOptions o = opts;
@@ -254,6 +293,16 @@ TpuBackend::Work TpuBackend::reduce(Tensors& tensors, const c10d::ReduceOptions&
 
 TpuBackend::Work TpuBackend::allgather(std::vector<Tensors>& outputs, Tensors& inputs,
                                        const c10d::AllgatherOptions& opts) {
+  if (local_) {
+    ++stats().collectives;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      at::Tensor all = at::empty({size_ * inputs[i].numel()}, inputs[i].options());
+      local_->all_gather_into(rank_, all, inputs[i], timeout_);
+      for (int r = 0; r < size_; ++r)
+        outputs[i][r].copy_(all.narrow(0, r * inputs[i].numel(), inputs[i].numel()).view(outputs[i][r].sizes()));
+    }
+    return done(rank_, c10d::OpType::ALLGATHER, flat(outputs));
+  }
   agree("all_gather", inputs);
   Tensors hi = to_host(inputs);
   std::vector<Tensors> ho;
@@ -265,6 +314,11 @@ TpuBackend::Work TpuBackend::allgather(std::vector<Tensors>& outputs, Tensors& i
 
 TpuBackend::Work TpuBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
                                              const c10d::AllgatherOptions& opts) {
+  if (local_) {
+    ++stats().collectives;
+    local_->all_gather_into(rank_, output, input, timeout_);
+    return done(rank_, c10d::OpType::_ALLGATHER_BASE, {output});
+  }
   agree("all_gather_into_tensor", {input, output});
   at::Tensor hi = to_host(input), ho = blank(output);
   run("all_gather_into_tensor", host_->_allgather_base(ho, hi, opts));
@@ -274,6 +328,7 @@ TpuBackend::Work TpuBackend::_allgather_base(at::Tensor& output, at::Tensor& inp
 
 TpuBackend::Work TpuBackend::allgather_coalesced(std::vector<Tensors>& outputs, Tensors& inputs,
                                                  const c10d::AllgatherOptions& opts) {
+  if (local_) local_only("all_gather_coalesced");
   agree("all_gather_coalesced", inputs);
   Tensors hi = to_host(inputs);
   std::vector<Tensors> ho;
@@ -285,6 +340,11 @@ TpuBackend::Work TpuBackend::allgather_coalesced(std::vector<Tensors>& outputs, 
 
 TpuBackend::Work TpuBackend::allgather_into_tensor_coalesced(Tensors& outputs, Tensors& inputs,
                                                              const c10d::AllgatherOptions& opts) {
+  if (local_) {
+    ++stats().collectives;
+    for (size_t i = 0; i < inputs.size(); ++i) local_->all_gather_into(rank_, outputs[i], inputs[i], timeout_);
+    return done(rank_, c10d::OpType::COALESCED, outputs);
+  }
   agree("all_gather_into_tensor_coalesced", inputs);
   Tensors hi = to_host(inputs), ho = blank(outputs);
   run("all_gather_into_tensor_coalesced", host_->allgather_into_tensor_coalesced(ho, hi, opts));
@@ -294,6 +354,17 @@ TpuBackend::Work TpuBackend::allgather_into_tensor_coalesced(Tensors& outputs, T
 
 TpuBackend::Work TpuBackend::gather(std::vector<Tensors>& outputs, Tensors& inputs,
                                     const c10d::GatherOptions& opts) {
+  if (local_) {  // every rank gathers; only the root keeps the result
+    ++stats().collectives;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      at::Tensor all = at::empty({size_ * inputs[i].numel()}, inputs[i].options());
+      local_->all_gather_into(rank_, all, inputs[i], timeout_);
+      if (rank_ == opts.rootRank)
+        for (int r = 0; r < size_; ++r)
+          outputs[i][r].copy_(all.narrow(0, r * inputs[i].numel(), inputs[i].numel()).view(outputs[i][r].sizes()));
+    }
+    return done(rank_, c10d::OpType::GATHER, flat(outputs));
+  }
   agree("gather", inputs, "root=" + std::to_string(opts.rootRank));
   Tensors hi = to_host(inputs);
   std::vector<Tensors> ho;
@@ -305,6 +376,7 @@ TpuBackend::Work TpuBackend::gather(std::vector<Tensors>& outputs, Tensors& inpu
 
 TpuBackend::Work TpuBackend::scatter(Tensors& outputs, std::vector<Tensors>& inputs,
                                      const c10d::ScatterOptions& opts) {
+  if (local_) local_only("scatter");
   agree("scatter", outputs, "root=" + std::to_string(opts.rootRank));
   std::vector<Tensors> hi;
   for (auto& l : inputs) hi.push_back(to_host(l));
@@ -316,6 +388,15 @@ TpuBackend::Work TpuBackend::scatter(Tensors& outputs, std::vector<Tensors>& inp
 
 TpuBackend::Work TpuBackend::reduce_scatter(Tensors& outputs, std::vector<Tensors>& inputs,
                                             const c10d::ReduceScatterOptions& opts) {
+  if (local_) {
+    ++stats().collectives;
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      Tensors pieces;
+      for (auto& t : inputs[i]) pieces.push_back(t.reshape({-1}));
+      local_->reduce_scatter_into(rank_, outputs[i], at::cat(pieces), opts.reduceOp, timeout_);
+    }
+    return done(rank_, c10d::OpType::REDUCE_SCATTER, outputs);
+  }
   agree("reduce_scatter", flat(inputs), reduction_name(opts.reduceOp));
   std::vector<Tensors> hi;
   for (auto& l : inputs) hi.push_back(to_host(l));
@@ -330,6 +411,11 @@ TpuBackend::Work TpuBackend::reduce_scatter(Tensors& outputs, std::vector<Tensor
 
 TpuBackend::Work TpuBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                   const c10d::ReduceScatterOptions& opts) {
+  if (local_) {
+    ++stats().collectives;
+    local_->reduce_scatter_into(rank_, output, input, opts.reduceOp, timeout_);
+    return done(rank_, c10d::OpType::_REDUCE_SCATTER_BASE, {output});
+  }
   agree("reduce_scatter_tensor", {input, output}, reduction_name(opts.reduceOp));
   Tensors hi = {to_host(input)}, ho = {blank(output)};
   c10d::ReduceScatterOptions o = opts;
@@ -342,6 +428,11 @@ TpuBackend::Work TpuBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor
 
 TpuBackend::Work TpuBackend::reduce_scatter_tensor_coalesced(Tensors& outputs, Tensors& inputs,
                                                              const c10d::ReduceScatterOptions& opts) {
+  if (local_) {
+    ++stats().collectives;
+    for (size_t i = 0; i < inputs.size(); ++i) local_->reduce_scatter_into(rank_, outputs[i], inputs[i], opts.reduceOp, timeout_);
+    return done(rank_, c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED, outputs);
+  }
   agree("reduce_scatter_tensor_coalesced", inputs, reduction_name(opts.reduceOp));
   Tensors hi = to_host(inputs), ho = blank(outputs);
   c10d::ReduceScatterOptions o = opts;
@@ -356,6 +447,15 @@ TpuBackend::Work TpuBackend::alltoall_base(at::Tensor& output, at::Tensor& input
                                            std::vector<int64_t>& output_splits,
                                            std::vector<int64_t>& input_splits,
                                            const c10d::AllToAllOptions& opts) {
+  if (local_) {
+    auto even = [&](const std::vector<int64_t>& s) {
+      return s.empty() || std::all_of(s.begin(), s.end(), [&](int64_t v) { return v == s[0]; });
+    };
+    if (!even(output_splits) || !even(input_splits)) local_only("all_to_all_single with uneven splits");
+    ++stats().collectives;
+    local_->all_to_all_into(rank_, output, input, timeout_);
+    return done(rank_, c10d::OpType::ALLTOALL_BASE, {output});
+  }
   // Split sizes may differ between ranks: only the dtype must agree.
   const bool even = output_splits.empty() && input_splits.empty();
   agree("all_to_all_single", even ? Tensors{input} : Tensors{},
@@ -367,6 +467,7 @@ TpuBackend::Work TpuBackend::alltoall_base(at::Tensor& output, at::Tensor& input
 }
 
 TpuBackend::Work TpuBackend::alltoall(Tensors& outputs, Tensors& inputs, const c10d::AllToAllOptions& opts) {
+  if (local_) local_only("all_to_all");
   // Gloo has only the single-tensor form: one flat buffer, split by element count.
   TORCH_CHECK(outputs.size() == static_cast<size_t>(size_) && inputs.size() == static_cast<size_t>(size_),
               "tpu_dist: all_to_all needs one input and one output tensor per rank (", size_, "), got ",
@@ -393,6 +494,7 @@ TpuBackend::Work TpuBackend::alltoall(Tensors& outputs, Tensors& inputs, const c
 }
 
 TpuBackend::Work TpuBackend::send(Tensors& tensors, int dst, int tag) {
+  if (local_) local_only("send");
   ++stats().point_to_point;
   on_device_ = !tensors.empty() && !tensors[0].is_cpu();
   Tensors h = to_host(tensors);  // kept alive by the work until it is waited for
@@ -401,6 +503,7 @@ TpuBackend::Work TpuBackend::send(Tensors& tensors, int dst, int tag) {
 }
 
 TpuBackend::Work TpuBackend::recv(Tensors& tensors, int src, int tag) {
+  if (local_) local_only("recv");
   ++stats().point_to_point;
   on_device_ = !tensors.empty() && !tensors[0].is_cpu();
   Tensors h = blank(tensors);
@@ -425,6 +528,11 @@ TpuBackend::Work TpuBackend::keep(Work work) {
 }
 
 TpuBackend::Work TpuBackend::barrier(const c10d::BarrierOptions& opts) {
+  if (local_) {
+    ++stats().collectives;
+    local_->barrier(rank_, timeout_);
+    return done(rank_, c10d::OpType::BARRIER);
+  }
   // Agreement waits for every rank: it is the barrier.
   agree("barrier", {});
   return done(rank_, c10d::OpType::BARRIER);

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "distributed/consensus.h"
+#include "distributed/local_group.h"
 
 namespace torchtpu::distributed {
 
@@ -17,10 +18,11 @@ struct Stats {
   std::atomic<int64_t> host_staged{0};         // of which staged through the host backend
   std::atomic<int64_t> host_staged_bytes{0};   // device bytes copied to and from the host for them
   std::atomic<int64_t> point_to_point{0};      // send and recv
+  std::atomic<int64_t> device_programs{0};     // replicated collective programs run (thread ranks)
 };
 Stats& stats();
 
-// TpuBackend: c10d's Backend for tpu tensors. Every collective first agrees
+// TpuBackend: c10d's Backend for tpu tensors. Between processes, every collective first agrees
 // with the other ranks on its signature (Consensus), then runs. Across
 // processes on a plugin without cross-process collectives (XLA:CPU) it stages
 // the tensors through `host`, a Gloo backend of the same ranks: copy to the
@@ -33,11 +35,14 @@ class TpuBackend final : public c10d::Backend {
  public:
   TpuBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
              std::chrono::milliseconds timeout, c10::intrusive_ptr<c10d::Backend> host);
+  // Ranks as threads of this process (LocalGroup): collectives run as
+  // replicated XLA programs over the ranks' devices, without a host backend.
+  TpuBackend(std::shared_ptr<LocalGroup> local, int rank, std::chrono::milliseconds timeout);
 
   const std::string getBackendName() const override { return "tpu_dist"; }
   bool supportsCoalescing() const override { return true; }
   void setTimeout(std::chrono::milliseconds timeout) override;
-  uint64_t getSequenceNumberForGroup() override { return consensus_.sequence(); }
+  uint64_t getSequenceNumberForGroup() override;
   void setSequenceNumberForGroup() override {}
 
   using Tensors = std::vector<at::Tensor>;
@@ -77,8 +82,13 @@ class TpuBackend final : public c10d::Backend {
   // Returns `work`, kept for endCoalescing() inside a coalesced group.
   Work keep(Work work);
 
-  Consensus consensus_;
-  c10::intrusive_ptr<c10d::Backend> host_;
+  // Which collectives thread ranks support; raises naming `op` otherwise.
+  void local_only(const char* op) const;
+
+  std::unique_ptr<Consensus> consensus_;      // across processes
+  c10::intrusive_ptr<c10d::Backend> host_;    // across processes
+  std::shared_ptr<LocalGroup> local_;         // thread ranks
+  std::chrono::milliseconds timeout_;
   bool coalescing_ = false;
   std::vector<Work> coalesced_;
   bool on_device_ = false;  // the current op's tensors are on tpu (else CPU: Gloo's own)

@@ -20,17 +20,19 @@ namespace {
 // value converted to float64, a bfloat16 intermediate kept in float32): a
 // lowering that rounds where PyTorch's kernel rounds must get that rounding,
 // and a Fused program must round as the same ops do one at a time.
+pjrt::CompileOptions base_options() {
+  pjrt::CompileOptions o;
+  for (const char* flag : {"xla_cpu_enable_fast_min_max", "xla_gpu_enable_fast_min_max", "xla_allow_excess_precision"}) {
+    pjrt::OptionOverride off;
+    off.kind = pjrt::OptionOverride::kBool;
+    off.b = false;
+    o.env_overrides.emplace_back(flag, off);
+  }
+  return o;
+}
+
 const std::string& compile_options() {
-  static const std::string bytes = [] {
-    pjrt::CompileOptions o;
-    for (const char* flag : {"xla_cpu_enable_fast_min_max", "xla_gpu_enable_fast_min_max", "xla_allow_excess_precision"}) {
-      pjrt::OptionOverride off;
-      off.kind = pjrt::OptionOverride::kBool;
-      off.b = false;
-      o.env_overrides.emplace_back(flag, off);
-    }
-    return o.encode();
-  }();
+  static const std::string bytes = base_options().encode();
   return bytes;
 }
 
@@ -55,6 +57,15 @@ pjrt::ExecutablePtr Runtime::executable_for(const ir::Graph& g, bool* hit) {
 pjrt::ExecutablePtr Runtime::compile_text(const std::string& text) {
   ++compilations_;
   return client_->compile(text, compile_options());
+}
+
+pjrt::ExecutablePtr Runtime::compile_replicated(const std::string& text, const std::vector<int64_t>& device_ids) {
+  pjrt::CompileOptions o = base_options();
+  o.num_replicas = static_cast<int64_t>(device_ids.size());
+  o.portable = false;
+  o.device_ids = device_ids;
+  ++compilations_;
+  return client_->compile(text, o.encode());
 }
 
 std::string Runtime::configure_cache(const std::string& local_dir, const std::string& shared_dir, int64_t max_bytes,

@@ -364,21 +364,25 @@ void Runtime::flush_fused() {
   }
 }
 
-void Runtime::host_read(StorageValue* s, void* dst, int64_t nbytes) {
+pjrt::BufferPtr Runtime::device_value(StorageValue* s, const char* why) {
   Entry entry(/*admit=*/false);
-  Capture::abandon_this_thread("a host read of a device value");
+  Capture::abandon_this_thread(why);
   SlotPtr slot;
   {
     std::lock_guard<std::recursive_mutex> lock(device_lock(s->device()));
     fused_[s->device()]->flush_for(s);
-    Capture::abandon_holding(s, "a host read of a value it computes");
+    Capture::abandon_holding(s, why);
     slot = s->slot();
   }
-  if (!slot) {
+  return slot ? wait_value(slot) : nullptr;
+}
+
+void Runtime::host_read(StorageValue* s, void* dst, int64_t nbytes) {
+  pjrt::BufferPtr buf = device_value(s, "a host read of a device value");
+  if (!buf) {
     std::memset(dst, 0, nbytes);
     return;
   }
-  pjrt::BufferPtr buf = wait_value(slot);
   metrics().d2h_bytes += nbytes;
   buf->to_host(dst, nbytes);
 }

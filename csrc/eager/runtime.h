@@ -140,6 +140,9 @@ class Runtime {
   // Compiles StableHLO module text as given (no cache), with the options
   // every graph compiles with.
   pjrt::ExecutablePtr compile_text(const std::string& text);
+  // Compiles StableHLO module text for one replica per device of
+  // `device_ids` (no cache): Executable::execute_replicated runs it.
+  pjrt::ExecutablePtr compile_replicated(const std::string& text, const std::vector<int64_t>& device_ids);
   // Turns on the disk tiers (an empty directory leaves that tier off), each
   // capped at max_bytes. `identity` names the plugin and torchtpu builds and
   // the machine; with the platform and compile options it makes the
@@ -167,6 +170,10 @@ class Runtime {
   // first error not yet raised of work this thread issued. An error is
   // raised once (DeviceError); errors of other threads' work are theirs.
   void host_read(StorageValue* s, void* dst, int64_t nbytes);
+  // The computed buffer of a storage's value (its pending work flushed and
+  // waited for, raising its error); null when it holds none (zeros). `why`
+  // names the sync point to a capture it abandons.
+  pjrt::BufferPtr device_value(StorageValue* s, const char* why);
   void synchronize();
   // Waits until every queued program has been handed to the device (not
   // finished; pending fused work stays pending).

@@ -350,12 +350,23 @@ Executable::~Executable() { destroy_loaded_executable(client_->api(), exe_); }
 
 ExecuteResult Executable::execute(const std::vector<Buffer*>& args, int device,
                                   const std::vector<int64_t>& donatable) const {
+  return std::move(run({args}, device, donatable).front());
+}
+
+std::vector<ExecuteResult> Executable::execute_replicated(const std::vector<std::vector<Buffer*>>& args) const {
+  return run(args, -1, {});
+}
+
+std::vector<ExecuteResult> Executable::run(const std::vector<std::vector<Buffer*>>& args, int device,
+                                           const std::vector<int64_t>& donatable) const {
   const PJRT_Api* api = client_->api();
-  std::vector<PJRT_Buffer*> arg_list(args.size());
-  for (size_t i = 0; i < args.size(); ++i) arg_list[i] = args[i]->raw();
+  const size_t n = args.size(), num_args = args.front().size();
+  std::vector<std::vector<PJRT_Buffer*>> arg_lists(n, std::vector<PJRT_Buffer*>(num_args));
+  for (size_t d = 0; d < n; ++d)
+    for (size_t i = 0; i < num_args; ++i) arg_lists[d][i] = args[d][i]->raw();
   std::vector<int64_t> non_donatable;
-  non_donatable.reserve(args.size());
-  for (int64_t i = 0; i < static_cast<int64_t>(args.size()); ++i) {
+  non_donatable.reserve(num_args);
+  for (int64_t i = 0; i < static_cast<int64_t>(num_args); ++i) {
     bool donate = false;
     for (int64_t d : donatable) donate |= (d == i);
     if (!donate) non_donatable.push_back(i);
@@ -366,34 +377,42 @@ ExecuteResult Executable::execute(const std::vector<Buffer*>& args, int device,
   options.non_donatable_input_indices = non_donatable.data();
   options.num_non_donatable_input_indices = non_donatable.size();
 
-  std::vector<PJRT_Buffer*> outputs(num_outputs_, nullptr);
-  PJRT_Buffer* const* argument_lists[1] = {arg_list.data()};
-  PJRT_Buffer** output_lists[1] = {outputs.data()};
-  PJRT_Event* done[1] = {nullptr};
+  std::vector<std::vector<PJRT_Buffer*>> outputs(n, std::vector<PJRT_Buffer*>(num_outputs_, nullptr));
+  std::vector<PJRT_Buffer* const*> argument_lists(n);
+  std::vector<PJRT_Buffer**> output_lists(n);
+  for (size_t d = 0; d < n; ++d) {
+    argument_lists[d] = arg_lists[d].data();
+    output_lists[d] = outputs[d].data();
+  }
+  std::vector<PJRT_Event*> done(n, nullptr);
 
   PJRT_ARGS(LoadedExecutable_Execute, a);
   a.executable = exe_;
   a.options = &options;
-  a.argument_lists = argument_lists;
-  a.num_devices = 1;
-  a.num_args = arg_list.size();
-  a.output_lists = output_lists;
-  a.device_complete_events = done;
-  a.execute_device = client_->device(device);
+  a.argument_lists = argument_lists.data();
+  a.num_devices = n;
+  a.num_args = num_args;
+  a.output_lists = output_lists.data();
+  a.device_complete_events = done.data();
+  a.execute_device = device >= 0 ? client_->device(device) : nullptr;  // replicated: its own assignment
   check(api, api->PJRT_LoadedExecutable_Execute(&a), "PJRT_LoadedExecutable_Execute");
 
-  ExecuteResult result;
-  result.done = std::make_shared<Event>(api, done[0]);
-  result.outputs.reserve(outputs.size());
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    try {
-      result.outputs.push_back(std::make_shared<Buffer>(api, outputs[i]));
-    } catch (...) {
-      for (size_t j = i + 1; j < outputs.size(); ++j) destroy_buffer(api, outputs[j]);
-      throw;
+  std::vector<ExecuteResult> results(n);
+  for (size_t d = 0; d < n; ++d) {
+    results[d].done = std::make_shared<Event>(api, done[d]);
+    results[d].outputs.reserve(num_outputs_);
+    for (size_t i = 0; i < num_outputs_; ++i) {
+      try {
+        results[d].outputs.push_back(std::make_shared<Buffer>(api, outputs[d][i]));
+      } catch (...) {
+        for (size_t j = i + 1; j < num_outputs_; ++j) destroy_buffer(api, outputs[d][j]);
+        for (size_t e = d + 1; e < n; ++e)
+          for (auto* b : outputs[e]) destroy_buffer(api, b);
+        throw;
+      }
     }
   }
-  return result;
+  return results;
 }
 
 std::string Executable::serialize() const {

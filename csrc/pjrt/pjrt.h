@@ -125,12 +125,17 @@ class Executable {
   // non-donatable. Returns without waiting for the device.
   ExecuteResult execute(const std::vector<Buffer*>& args, int device,
                         const std::vector<int64_t>& donatable = {}) const;
+  // Runs a replicated executable once on all its devices: args[r] are
+  // replica r's arguments; returns replica r's results at [r].
+  std::vector<ExecuteResult> execute_replicated(const std::vector<std::vector<Buffer*>>& args) const;
   // Serialized executable (PJRT_Executable_Serialize); throws Error if the
   // plugin cannot serialize.
   std::string serialize() const;
   // Compiled memory sizes in bytes (argument, output, temp, ...); -1 if unknown.
   int64_t peak_memory_bytes() const;
  private:
+  std::vector<ExecuteResult> run(const std::vector<std::vector<Buffer*>>& args, int device,
+                                 const std::vector<int64_t>& donatable) const;
   const Client* client_;
   PJRT_LoadedExecutable* exe_;
   size_t num_outputs_ = 0;

@@ -16,6 +16,7 @@ py::dict distributed_metrics() {
   d["host_staged"] = s.host_staged.load();
   d["host_staged_bytes"] = s.host_staged_bytes.load();
   d["point_to_point"] = s.point_to_point.load();
+  d["device_programs"] = s.device_programs.load();
   return d;
 }
 
@@ -25,6 +26,7 @@ void reset_distributed_metrics() {
   s.host_staged = 0;
   s.host_staged_bytes = 0;
   s.point_to_point = 0;
+  s.device_programs = 0;
 }
 
 void bind_distributed(py::module_& m) {
@@ -35,6 +37,14 @@ void bind_distributed(py::module_& m) {
         return c10::make_intrusive<distributed::TpuBackend>(store, rank, size, timeout, host);
       },
       py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"), py::arg("host"));
+  m.def(
+      "_dist_thread_backend",
+      [](const std::string& name, int rank, int size, std::chrono::milliseconds timeout)
+          -> c10::intrusive_ptr<c10d::Backend> {
+        return c10::make_intrusive<distributed::TpuBackend>(distributed::LocalGroup::get(name, size), rank, timeout);
+      },
+      py::arg("name"), py::arg("rank"), py::arg("size"), py::arg("timeout"));
+  m.def("_dist_collective_programs", &distributed::LocalGroup::compiled_programs);
 }
 
 }  // namespace torchtpu::python

@@ -1,0 +1,251 @@
+#include "distributed/local_group.h"
+
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+
+#include "aten/tensor_ir.h"
+#include "distributed/backend.h"
+#include "eager/runtime.h"
+
+namespace torchtpu::distributed {
+namespace {
+
+using c10d::ReduceOp;
+
+std::mutex programs_mu;
+std::vector<std::string>& program_texts() {
+  static auto* v = new std::vector<std::string>();
+  return *v;
+}
+
+// The CPU client runs one collective launch at a time: groups take turns.
+std::mutex& launch_mu() {
+  static std::mutex m;
+  return m;
+}
+
+ops::Reduction reduction_of(const ReduceOp& op) {
+  switch (op.op_) {
+    case ReduceOp::SUM:
+    case ReduceOp::AVG:
+    case ReduceOp::PREMUL_SUM: return ops::Reduction::kSum;
+    case ReduceOp::PRODUCT: return ops::Reduction::kProduct;
+    case ReduceOp::MIN: return ops::Reduction::kMin;
+    case ReduceOp::MAX: return ops::Reduction::kMax;
+    default:
+      TORCH_CHECK(false, "tpu_dist: reduction ", static_cast<int>(op.op_),
+                  " (bitwise) is not supported between thread ranks; use sum, avg, product, min or max");
+  }
+}
+
+// `t` scaled for a pre-multiplied sum, else `t` itself.
+at::Tensor premultiplied(const at::Tensor& t, const ReduceOp& op) {
+  if (op.op_ != ReduceOp::PREMUL_SUM) return t;
+  auto* f = dynamic_cast<c10d::PreMulSumSupplement*>(op.supplement_.get());
+  TORCH_CHECK(f, "tpu_dist: PREMUL_SUM without a factor");
+  return f->tensor_factor.defined() ? t * f->tensor_factor.to(t.device()) : t * f->double_factor;
+}
+
+// The result of an average: the sum divided by the group's size.
+void finish_average(const at::Tensor& t, const ReduceOp& op, int size) {
+  if (op.op_ != ReduceOp::AVG) return;
+  if (at::isIntegralType(t.scalar_type(), /*includeBool=*/true)) t.div_(size, "trunc");
+  else t.div_(size);
+}
+
+std::string describe(const char* op, const at::Tensor& t, const std::string& extra = "") {
+  std::ostringstream s;
+  s << op;
+  if (!extra.empty()) s << "(" << extra << ")";
+  s << " " << c10::getDtypeNames(t.scalar_type()).first << t.sizes();
+  return s.str();
+}
+
+// `t`'s elements in row-major order as a buffer of its device (a fresh copy:
+// the program owns it). Zeros when the value was never written.
+pjrt::BufferPtr flat(const at::Tensor& t, ir::DType dt) {
+  at::Tensor c = t.reshape({-1}).clone(at::MemoryFormat::Contiguous);
+  eager::Runtime& rt = eager::Runtime::get();
+  eager::StorageValue* s = aten::storage_value(c);
+  pjrt::BufferPtr b = rt.device_value(s, "a collective");
+  if (!b) {
+    at::Tensor zeros = at::zeros({c.numel()}, c.options().device(at::kCPU));
+    return rt.upload(zeros.data_ptr(), dt, {c.numel()}, t.device().index());
+  }
+  TORCH_CHECK(s->dtype() == dt, "tpu_dist: a ", c10::getDtypeNames(t.scalar_type()).first,
+              " tensor is stored in another type on the device; collectives between thread ranks cannot take it");
+  return b;
+}
+
+// A flat tpu tensor of `numel` elements holding `b`, shaped like `like`'s dtype and device.
+at::Tensor wrap(pjrt::BufferPtr b, int64_t numel, const at::Tensor& like, ir::DType dt) {
+  at::Tensor r = aten::empty_device({numel}, like.scalar_type(), like.device().index());
+  eager::Runtime& rt = eager::Runtime::get();
+  std::lock_guard<std::recursive_mutex> lock(rt.device_lock(like.device().index()));
+  aten::storage_value(r)->set_buffer(std::move(b), dt);
+  return r;
+}
+
+}  // namespace
+
+std::shared_ptr<LocalGroup> LocalGroup::get(const std::string& name, int size) {
+  static std::mutex mu;
+  static std::map<std::string, std::weak_ptr<LocalGroup>> groups;
+  std::lock_guard<std::mutex> lock(mu);
+  auto g = groups[name].lock();
+  if (!g) {
+    g = std::make_shared<LocalGroup>(size);
+    groups[name] = g;
+  }
+  TORCH_CHECK(g->size() == size, "tpu_dist: thread group '", name, "' has ", g->size(), " ranks, not ", size);
+  return g;
+}
+
+pjrt::BufferPtr LocalGroup::meet(int rank, Entry entry, ops::Collective kind, ops::Reduction reduction,
+                                 ir::DType dtype, int64_t numel, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  TORCH_CHECK(failed_.empty(), failed_);
+  const uint64_t gen = generation_;
+  const std::string mine = entry.signature;
+  entries_[rank] = std::move(entry);
+  if (++arrived_ == size_) {
+    try {
+      execute(kind, reduction, dtype, numel);
+    } catch (const std::exception& e) {
+      failed_ = e.what();
+    }
+    arrived_ = 0;
+    for (auto& e : entries_) e = Entry{};
+    ++generation_;
+    cv_.notify_all();
+  } else if (!cv_.wait_for(lock, timeout, [&] { return generation_ != gen || !failed_.empty(); })) {
+    std::ostringstream who;
+    bool first = true;
+    for (int r = 0; r < size_; ++r) {
+      if (entries_[r].signature.empty()) {
+        who << (first ? "" : ", ") << r;
+        first = false;
+      }
+    }
+    failed_ = "tpu_dist: rank(s) " + who.str() + " did not reach collective #" + std::to_string(gen + 1) +
+              " within the process group's timeout (" + std::to_string(timeout.count()) + " ms); rank " +
+              std::to_string(rank) + " is waiting in " + mine;
+    cv_.notify_all();
+  }
+  TORCH_CHECK(failed_.empty(), failed_);
+  return results_.empty() ? nullptr : results_[rank];
+}
+
+void LocalGroup::execute(ops::Collective kind, ops::Reduction reduction, ir::DType dtype, int64_t numel) {
+  const std::string& first = entries_[0].signature;
+  if (std::any_of(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.signature != first; })) {
+    std::ostringstream msg;
+    msg << "tpu_dist: ranks issued different collectives as collective #" << generation_ + 1 << ":";
+    for (int r = 0; r < size_; ++r) msg << "\n  rank " << r << ": " << entries_[r].signature;
+    msg << "\nEvery rank must issue the same collectives (op, dtype, shapes) in the same order.";
+    throw std::runtime_error(msg.str());
+  }
+  results_.assign(size_, nullptr);
+  if (!entries_[0].input || numel == 0) return;  // a barrier, or nothing to move
+  std::vector<int64_t> devices;
+  for (auto& e : entries_) devices.push_back(e.device);
+  if (std::set<int64_t>(devices.begin(), devices.end()).size() != devices.size())
+    throw std::runtime_error("tpu_dist: thread ranks must each use their own tpu device; two share one");
+
+  std::string text = ops::collective_module(kind, reduction, dtype, numel, size_);
+  std::ostringstream key;
+  key << text;
+  for (int64_t d : devices) key << " " << d;
+  pjrt::ExecutablePtr& exe = programs_[key.str()];
+  if (!exe) {
+    exe = eager::Runtime::get().compile_replicated(text, devices);
+    std::lock_guard<std::mutex> lock(programs_mu);
+    program_texts().push_back(text);
+  }
+
+  std::vector<std::vector<pjrt::Buffer*>> args;
+  for (auto& e : entries_) args.push_back({e.input.get()});
+  std::vector<pjrt::ExecuteResult> out;
+  {
+    std::lock_guard<std::mutex> launch(launch_mu());
+    out = exe->execute_replicated(args);
+    for (auto& r : out) r.done->wait();
+  }
+  for (int r = 0; r < size_; ++r) results_[r] = out[r].outputs.at(0);
+  ++executions_;
+  ++stats().device_programs;
+}
+
+std::vector<std::string> LocalGroup::compiled_programs() {
+  std::lock_guard<std::mutex> lock(programs_mu);
+  return program_texts();
+}
+
+void LocalGroup::all_reduce(int rank, const at::Tensor& t, const ReduceOp& op, std::chrono::milliseconds timeout) {
+  const ir::DType dt = aten::to_ir(t.scalar_type());
+  const ops::Reduction red = reduction_of(op);
+  const char* name = op.op_ == ReduceOp::SUM ? "sum" : op.op_ == ReduceOp::AVG ? "avg"
+                     : op.op_ == ReduceOp::PREMUL_SUM ? "premul_sum" : op.op_ == ReduceOp::PRODUCT ? "product"
+                     : op.op_ == ReduceOp::MIN ? "min" : "max";
+  Entry e{describe("all_reduce", t, name), t.device().index(), t.numel() ? flat(premultiplied(t, op), dt) : nullptr};
+  pjrt::BufferPtr b = meet(rank, std::move(e), ops::Collective::kAllReduce, red, dt, t.numel(), timeout);
+  if (!b) return;
+  const_cast<at::Tensor&>(t).copy_(wrap(b, t.numel(), t, dt).view(t.sizes()));
+  finish_average(t, op, size_);
+}
+
+void LocalGroup::all_gather_into(int rank, const at::Tensor& out, const at::Tensor& in,
+                                 std::chrono::milliseconds timeout) {
+  TORCH_CHECK(out.numel() == in.numel() * size_ && out.scalar_type() == in.scalar_type(),
+              "tpu_dist: all_gather_into_tensor needs an output of ", size_, " x the input's elements and its dtype; got ",
+              describe("output", out), " for ", describe("input", in));
+  const ir::DType dt = aten::to_ir(in.scalar_type());
+  Entry e{describe("all_gather", in), in.device().index(), in.numel() ? flat(in, dt) : nullptr};
+  pjrt::BufferPtr b = meet(rank, std::move(e), ops::Collective::kAllGather, ops::Reduction::kSum, dt, in.numel(), timeout);
+  if (b) const_cast<at::Tensor&>(out).copy_(wrap(b, out.numel(), out, dt).view(out.sizes()));
+}
+
+void LocalGroup::reduce_scatter_into(int rank, const at::Tensor& out, const at::Tensor& in, const ReduceOp& op,
+                                     std::chrono::milliseconds timeout) {
+  TORCH_CHECK(in.numel() == out.numel() * size_ && out.scalar_type() == in.scalar_type(),
+              "tpu_dist: reduce_scatter_tensor needs an input of ", size_, " x the output's elements and its dtype; got ",
+              describe("input", in), " for ", describe("output", out));
+  const ir::DType dt = aten::to_ir(in.scalar_type());
+  Entry e{describe("reduce_scatter", in), in.device().index(), in.numel() ? flat(premultiplied(in, op), dt) : nullptr};
+  pjrt::BufferPtr b = meet(rank, std::move(e), ops::Collective::kReduceScatter, reduction_of(op), dt, in.numel(), timeout);
+  if (!b) return;
+  const_cast<at::Tensor&>(out).copy_(wrap(b, out.numel(), out, dt).view(out.sizes()));
+  finish_average(out, op, size_);
+}
+
+void LocalGroup::all_to_all_into(int rank, const at::Tensor& out, const at::Tensor& in,
+                                 std::chrono::milliseconds timeout) {
+  TORCH_CHECK(out.numel() == in.numel() && in.numel() % size_ == 0 && in.dim() > 0 && in.size(0) % size_ == 0,
+              "tpu_dist: all_to_all_single between thread ranks needs equal splits of dim 0 (", size_, " ranks); got ",
+              describe("input", in), " and ", describe("output", out));
+  const ir::DType dt = aten::to_ir(in.scalar_type());
+  Entry e{describe("all_to_all", in), in.device().index(), in.numel() ? flat(in, dt) : nullptr};
+  pjrt::BufferPtr b = meet(rank, std::move(e), ops::Collective::kAllToAll, ops::Reduction::kSum, dt, in.numel(), timeout);
+  if (b) const_cast<at::Tensor&>(out).copy_(wrap(b, out.numel(), out, dt).view(out.sizes()));
+}
+
+void LocalGroup::broadcast(int rank, const at::Tensor& t, int root, std::chrono::milliseconds timeout) {
+  // XLA:CPU has no broadcast collective: gather every rank's copy, keep the root's.
+  const ir::DType dt = aten::to_ir(t.scalar_type());
+  Entry e{describe("broadcast", t, "root=" + std::to_string(root)), t.device().index(),
+          t.numel() ? flat(t, dt) : nullptr};
+  pjrt::BufferPtr b = meet(rank, std::move(e), ops::Collective::kAllGather, ops::Reduction::kSum, dt, t.numel(), timeout);
+  if (!b) return;
+  at::Tensor all = wrap(b, t.numel() * size_, t, dt);
+  const_cast<at::Tensor&>(t).copy_(all.narrow(0, root * t.numel(), t.numel()).view(t.sizes()));
+}
+
+void LocalGroup::barrier(int rank, std::chrono::milliseconds timeout) {
+  meet(rank, Entry{"barrier", -1, nullptr}, ops::Collective::kAllReduce, ops::Reduction::kSum, ir::DType::kF32, 0,
+       timeout);
+}
+
+}  // namespace torchtpu::distributed
