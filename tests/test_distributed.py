@@ -72,10 +72,10 @@ def test_collectives_across_two_node_groups():
     assert sorted(ok_ranks(outs[0][1]) + ok_ranks(outs[1][1])) == [0, 1]
 
 
-@pytest.mark.parametrize("nproc", [2, 4])
-def test_training_matches_single_process(nproc, tmp_path):
+@pytest.mark.parametrize("nproc,mode", [(2, "strict"), (4, "strict"), (2, "fused"), (2, "debug")])
+def test_training_matches_single_process(nproc, mode, tmp_path):
     """DDP, FSDP2 (+ bf16 policy), DTensor, TP and DCP against one CPU process on the global batch."""
-    (rc, out), = finish([torchrun("training.py", nproc, CKPT=tmp_path / "ckpt")], 600)
+    (rc, out), = finish([torchrun("training.py", nproc, CKPT=tmp_path / "ckpt", TORCHTPU_EAGER_MODE=mode)], 600)
     assert rc == 0 and ok_ranks(out) == list(range(nproc)), out[-4000:]
     for part in ("DDP", "FSDP2", "FSDP2 bf16", "DTensor", "TP", "DCP"):
         assert len(re.findall(rf"rank \d+ {part} ok", out)) == nproc, part

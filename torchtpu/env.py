@@ -118,7 +118,8 @@ SETTINGS = {
     for s in [
         Setting("TORCHTPU_PJRT_PLUGIN", path(), "",
                 "Path of the PJRT plugin .so to load; empty finds the installed xla-cpu-pjrt wheel."),
-        Setting("TORCHTPU_CPU_DEVICES", integer(1, 256), "1", "Number of devices the XLA:CPU client exposes."),
+        Setting("TORCHTPU_CPU_DEVICES", integer(1, 256), "1", "Number of devices the XLA:CPU client exposes "
+                "(when unset under torchrun: LOCAL_WORLD_SIZE, one per local rank)."),
         Setting("TORCHTPU_EAGER_MODE", choice("debug", "strict", "fused"), "strict", "Initial eager mode."),
         Setting("TORCHTPU_FUSED_MAX_OPS", integer(1, 1_000_000), "2000",
                 "Fused Eager: ops in one graph before it is cut when no loop was found."),

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/core/ivalue.h>
 #include <c10/core/ScalarType.h>
+#include <torch/csrc/distributed/c10d/reducer_timer.hpp>
 
 #include <algorithm>
 #include <functional>
@@ -41,12 +42,6 @@ const char* reduction_name(const ReduceOp& op) {
     case ReduceOp::PREMUL_SUM: return "premul_sum";
     default: return "unknown";
   }
-}
-
-int64_t nbytes(const Tensors& ts) {
-  int64_t n = 0;
-  for (auto& t : ts) n += static_cast<int64_t>(t.nbytes());
-  return n;
 }
 
 // Host copies of device tensors (contiguous, as Gloo needs them) ...
@@ -176,6 +171,17 @@ Tensors flat(const std::vector<Tensors>& lists) {
   return all;
 }
 
+// DDP's step timing on tpu (DDP logging, `_get_ddp_logging_data`): host
+// times at the moments DDP records them, as its CPU timer takes them.
+class HostTimer final : public c10d::Timer {
+ public:
+  explicit HostTimer(c10::Device) {}
+  std::optional<int64_t> measureDifference(Event start, Event end) override {
+    int64_t a = getTimeRef(start), b = getTimeRef(end);
+    if (a == c10d::kUnsetTime || b == c10d::kUnsetTime || b < a) return std::nullopt;
+    return b - a;
+  }
+};
 }  // namespace
 
 TpuBackend::TpuBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
@@ -539,3 +545,7 @@ TpuBackend::Work TpuBackend::barrier(const c10d::BarrierOptions& opts) {
 }
 
 }  // namespace torchtpu::distributed
+
+namespace c10d {
+C10_REGISTER_TYPED_CLASS(TimerRegistry, c10::kPrivateUse1, torchtpu::distributed::HostTimer);
+}  // namespace c10d
