@@ -30,16 +30,8 @@ if not _running_env_report():
 
     from . import _C  # noqa: E402
 
-    def _cpu_devices() -> int:
-        """Devices of the XLA:CPU client: the setting, or under torchrun one
-        per local rank, so that torch.device("tpu", local_rank) exists in every
-        rank as a GPU does."""
-        if "TORCHTPU_CPU_DEVICES" not in os.environ and os.environ.get("LOCAL_WORLD_SIZE", "").isdigit():
-            return max(1, min(256, int(os.environ["LOCAL_WORLD_SIZE"])))
-        return env.get("TORCHTPU_CPU_DEVICES")
-
     try:
-        _C._init(_PLUGIN, _cpu_devices())
+        _C._init(_PLUGIN, env.cpu_devices())
     except RuntimeError as e:
         raise ImportError(f"cannot start the PJRT plugin {_PLUGIN}: {e}\n{HINT}") from e
     from . import cache  # noqa: E402

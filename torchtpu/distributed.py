@@ -11,13 +11,12 @@ the tensors through a Gloo backend on the host, counted in
 that Gloo backend directly, after the same agreement.
 """
 import datetime
-import os
 import socket
 
 import torch
 import torch.distributed as dist
 
-from . import _C
+from . import _C, env
 
 BACKEND = "tpu_dist"
 
@@ -73,7 +72,7 @@ def _free_port() -> int:
 
 
 def _worker(index, fn, args):
-    os.environ.update(RANK=str(index), LOCAL_RANK=str(index))
+    env.export(RANK=index, LOCAL_RANK=index)
     fn(index, *args)
 
 
@@ -86,17 +85,7 @@ def launch(fn, args=(), nprocs=None, start_method="spawn", join=True):
     import torch.multiprocessing as mp
     if nprocs is None:
         nprocs = torch.tpu.device_count()
-    shared = dict(WORLD_SIZE=str(nprocs), LOCAL_WORLD_SIZE=str(nprocs),
-                  MASTER_ADDR=os.environ.get("MASTER_ADDR", "127.0.0.1"),
-                  MASTER_PORT=os.environ.get("MASTER_PORT") or str(_free_port()))
-    saved = {k: os.environ.get(k) for k in shared}
-    os.environ.update(shared)  # the children's environment from their start
-    try:
+    with env.exported(WORLD_SIZE=nprocs, LOCAL_WORLD_SIZE=nprocs, MASTER_ADDR=env.get("MASTER_ADDR"),
+                      MASTER_PORT=env.get("MASTER_PORT") or _free_port()):
         return mp.start_processes(_worker, args=(fn, tuple(args)), nprocs=nprocs, join=join,
                                   start_method=start_method)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v

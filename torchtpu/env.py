@@ -12,6 +12,7 @@ then tries `import torchtpu` in a child process. It needs neither the plugin
 nor torchtpu's C++ extension (the package skips its initialization when run
 that way), so it works when a setting or the plugin is broken.
 """
+import contextlib
 import os
 import re
 from dataclasses import dataclass
@@ -88,6 +89,10 @@ def seconds(lo: float, hi: float) -> _Kind:
     return _Kind(f"a number of seconds from {lo:g} to {hi:g}", parse)
 
 
+def text() -> _Kind:
+    return _Kind("any text", lambda t: t)
+
+
 def path() -> _Kind:
     return _Kind("a path (empty for the default)", lambda text: text)
 
@@ -145,8 +150,44 @@ SETTINGS = {
                 "dropped (each holds JIT code mappings, of which a process may have a bounded number)."),
         Setting("XDG_CACHE_HOME", path(), "", "The user's cache directory (standard); holds the default "
                 "TORCHTPU_CACHE_DIR."),
+        Setting("LOCAL_WORLD_SIZE", integer(0, 1 << 20), "0", "Ranks on this node (set by torchrun and "
+                "torchtpu.distributed.launch); the default device count of the XLA:CPU client; 0: not a rank."),
+        Setting("MASTER_ADDR", text(), "127.0.0.1", "Address of the rendezvous store (torch.distributed's "
+                "env:// init); torchtpu.distributed.launch uses it when set."),
+        Setting("MASTER_PORT", integer(0, 65535), "0", "Port of the rendezvous store (torch.distributed's env:// "
+                "init); torchtpu.distributed.launch picks a free one when 0 or unset."),
     ]
 }
+
+
+def cpu_devices() -> int:
+    """Devices the XLA:CPU client exposes: TORCHTPU_CPU_DEVICES when set, else
+    one per local rank under torchrun (every GPU is visible to every rank on
+    CUDA too), else 1."""
+    if SETTINGS["TORCHTPU_CPU_DEVICES"].raw() in (None, "") and get("LOCAL_WORLD_SIZE") > 0:
+        return min(256, get("LOCAL_WORLD_SIZE"))
+    return get("TORCHTPU_CPU_DEVICES")
+
+
+@contextlib.contextmanager
+def exported(**values):
+    """Sets environment variables for the block (child processes started in
+    it inherit them), then restores them."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update({k: str(v) for k, v in values.items()})
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def export(**values) -> None:
+    """Sets environment variables in this process (a spawned rank's RANK)."""
+    os.environ.update({k: str(v) for k, v in values.items()})
 
 
 def get(name: str):
