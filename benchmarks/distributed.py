@@ -87,10 +87,12 @@ def worker(args):
                 dist.all_reduce(x, group=group)  # warm-up (and compile)
                 if device != "cpu":
                     torch.tpu.synchronize()
-                reps, t0 = 0, time.perf_counter()
-                while reps < 3 or (time.perf_counter() - t0 < 0.3 and reps < 200):
+                # The same count on every rank: a count by elapsed time would
+                # differ between ranks and leave them in different collectives.
+                reps = 50 if nbytes <= 1 << 16 else 20 if nbytes <= 1 << 20 else 5
+                t0 = time.perf_counter()
+                for _ in range(reps):
                     dist.all_reduce(x, group=group)
-                    reps += 1
                 if device != "cpu":
                     torch.tpu.synchronize()
                 row[label] = (time.perf_counter() - t0) / reps

@@ -243,36 +243,37 @@ TpuBackend::Work TpuBackend::broadcast(Tensors& tensors, const c10d::BroadcastOp
   return done(rank_, c10d::OpType::BROADCAST, tensors);
 }
 
-TpuBackend::Work TpuBackend::allreduce(Tensors& tensors, const c10d::AllreduceOptions& opts) {
+TpuBackend::Work TpuBackend::reduce_all(const char* op, c10d::OpType type, Tensors& tensors, const ReduceOp& reduction,
+                                        const std::function<Work(Tensors&, const ReduceOp&)>& launch) {
   if (local_) {
     ++stats().collectives;
-    for (auto& t : tensors) local_->all_reduce(rank_, t, opts.reduceOp, timeout_);
-    return done(rank_, c10d::OpType::ALLREDUCE, tensors);
+    for (auto& t : tensors) local_->all_reduce(rank_, t, reduction, timeout_);
+    return done(rank_, type, tensors);
   }
-  agree("all_reduce", tensors, reduction_name(opts.reduceOp));
+  agree(op, tensors, reduction_name(reduction));
   Tensors h = to_host(tensors);
-  c10d::AllreduceOptions o = opts;
-  o.reduceOp = host_reduction(opts.reduceOp, h);
-  run("all_reduce", host_->allreduce(h, o));
-  finish_reduction(opts.reduceOp, h, size_);
+  run(op, launch(h, host_reduction(reduction, h)));
+  finish_reduction(reduction, h, size_);
   back(tensors, h);
-  return done(rank_, c10d::OpType::ALLREDUCE, tensors);
+  return done(rank_, type, tensors);
+}
+
+TpuBackend::Work TpuBackend::allreduce(Tensors& tensors, const c10d::AllreduceOptions& opts) {
+  return reduce_all("all_reduce", c10d::OpType::ALLREDUCE, tensors, opts.reduceOp,
+                    [&](Tensors& h, const ReduceOp& r) {
+                      c10d::AllreduceOptions o = opts;
+                      o.reduceOp = r;
+                      return host_->allreduce(h, o);
+                    });
 }
 
 TpuBackend::Work TpuBackend::allreduce_coalesced(Tensors& tensors, const c10d::AllreduceCoalescedOptions& opts) {
-  if (local_) {
-    ++stats().collectives;
-    for (auto& t : tensors) local_->all_reduce(rank_, t, opts.reduceOp, timeout_);
-    return done(rank_, c10d::OpType::ALLREDUCE_COALESCED, tensors);
-  }
-  agree("all_reduce_coalesced", tensors, reduction_name(opts.reduceOp));
-  Tensors h = to_host(tensors);
-  c10d::AllreduceCoalescedOptions o = opts;
-  o.reduceOp = host_reduction(opts.reduceOp, h);
-  run("all_reduce_coalesced", host_->allreduce_coalesced(h, o));
-  finish_reduction(opts.reduceOp, h, size_);
-  back(tensors, h);
-  return done(rank_, c10d::OpType::ALLREDUCE_COALESCED, tensors);
+  return reduce_all("all_reduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED, tensors, opts.reduceOp,
+                    [&](Tensors& h, const ReduceOp& r) {
+                      c10d::AllreduceCoalescedOptions o = opts;
+                      o.reduceOp = r;
+                      return host_->allreduce_coalesced(h, o);
+                    });
 }
 
 TpuBackend::Work TpuBackend::reduce(Tensors& tensors, const c10d::ReduceOptions& opts) {

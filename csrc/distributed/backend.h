@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 
 #include "distributed/consensus.h"
@@ -79,6 +80,11 @@ class TpuBackend final : public c10d::Backend {
   void agree(const std::string& op, const Tensors& tensors, const std::string& extra = "");
   // Runs `work` on the host backend and waits for it; names the op on error.
   void run(const char* op, const Work& work);
+  // An all-reduce of `tensors` in place: thread ranks run it as a program;
+  // across processes `launch` runs it on the host copies with the host's
+  // reduction.
+  Work reduce_all(const char* op, c10d::OpType type, Tensors& tensors, const c10d::ReduceOp& reduction,
+                  const std::function<Work(Tensors&, const c10d::ReduceOp&)>& launch);
   // Returns `work`, kept for endCoalescing() inside a coalesced group.
   Work keep(Work work);
 
