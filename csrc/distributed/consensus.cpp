@@ -1,6 +1,7 @@
 #include "distributed/consensus.h"
 
 #include <c10/util/Exception.h>
+#include <torch/csrc/distributed/c10d/exception.h>
 
 #include <algorithm>
 #include <atomic>
@@ -76,6 +77,16 @@ Consensus::~Consensus() {
 uint64_t Consensus::agree(const std::string& signature) {
   const uint64_t seq = ++seq_;
   if (size_ <= 1) return seq;
+  try {
+    return wait_for_all(seq, signature);
+  } catch (const c10::DistError& e) {  // the store or its connection
+    TORCH_CHECK(false, "tpu_dist: the process group's store is unreachable while rank ", rank_,
+                " waits in collective #", seq, " (", signature, "): ", e.what_without_backtrace(),
+                ". The process that hosts it (rank 0 with env:// init, or the launcher) may have exited.");
+  }
+}
+
+uint64_t Consensus::wait_for_all(uint64_t seq, const std::string& signature) {
   store_->set(sig_key(seq, rank_), bytes(signature));
   std::vector<std::string> keys;
   for (int r = 0; r < size_; ++r) keys.push_back(sig_key(seq, r));

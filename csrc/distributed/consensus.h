@@ -36,6 +36,7 @@ class Consensus {
   static constexpr std::chrono::seconds kDeadAfter{15};
 
  private:
+  uint64_t wait_for_all(uint64_t seq, const std::string& signature);
   struct Heart;
   c10::intrusive_ptr<c10d::Store> store_;
   int rank_, size_;
