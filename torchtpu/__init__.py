@@ -60,6 +60,7 @@ if not _running_env_report():
     torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
 
     set_eager_mode(env.get("TORCHTPU_EAGER_MODE"))
+    torch.set_autocast_dtype("tpu", torch.bfloat16)
 
     from . import distributed  # noqa: E402
     distributed._register()

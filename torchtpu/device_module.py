@@ -105,6 +105,20 @@ def _lazy_init() -> None:
     pass
 
 
+# Mixed precision (torch.autocast("tpu"), torch.amp.GradScaler("tpu")).
+
+def get_amp_supported_dtype():
+    """The dtypes torch.autocast("tpu", dtype=...) accepts."""
+    return [torch.bfloat16, torch.float16]
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    return True
+
+
+from . import amp  # noqa: E402,F401
+
+
 # Streams and events. Every stream of a device shares the device's one ordered
 # queue: work issued on any stream runs after all work issued before it, so
 # the ordering that waits ask for always holds and they need do nothing;

@@ -2,7 +2,8 @@
 // SGD(fused=True) on the device. One call updates every parameter of a group
 // (and its state) in one program, computed as PyTorch's fused CPU kernels
 // compute it (ops/optim.h); with found_inf set the step leaves everything as
-// it was, as those kernels do.
+// it was, as those kernels do. Also the two steps of torch.amp.GradScaler:
+// unscaling gradients while noting non-finite values, and updating the scale.
 
 #include "aten/registry.h"
 #include "aten/tensor_ir.h"
@@ -123,9 +124,77 @@ void fused_sgd_tensor_lr(at::TensorList p, at::TensorList g, at::TensorList bufs
            {weight_decay, momentum, dampening, nesterov, maximize, first_step}, grad_scale, found_inf);
 }
 
+// GradScaler's unscale: every gradient times inv_scale (in float32 for
+// reduced types, as CUDA computes it); found_inf becomes 1 when any value of
+// any gradient is NaN or Inf, and otherwise keeps what it held.
+void amp_unscale(at::TensorList grads, at::Tensor& found_inf, const at::Tensor& inv_scale) {
+  const char* op = "aten::_amp_foreach_non_finite_check_and_unscale_";
+  TORCH_CHECK(found_inf.numel() == 1 && found_inf.scalar_type() == at::kFloat, op,
+              ": found_inf must be a one-element float32 tensor, got ", found_inf.sizes(), " ",
+              found_inf.scalar_type());
+  TORCH_CHECK(inv_scale.numel() == 1 && inv_scale.scalar_type() == at::kFloat, op,
+              ": inv_scale must be a one-element float32 tensor, got ", inv_scale.sizes(), " ",
+              inv_scale.scalar_type());
+  if (grads.empty()) return;
+  for (const at::Tensor& g : grads)
+    TORCH_CHECK(at::isFloatingType(g.scalar_type()), op, ": gradients must be floating point, got ",
+                g.scalar_type());
+  Kernel k(op, found_inf);
+  Builder& b = k.b();
+  const Value scale = b.reshape(k.in(inv_scale, at::kFloat), {});
+  Value bad = b.constant(DType::kBool, 0);
+  for (const at::Tensor& g : grads) {
+    const at::ScalarType ct = opmath_of(g.scalar_type());
+    const Value v = k.in(g, ct);
+    std::vector<int64_t> all(b.rank(v));
+    for (size_t d = 0; d < all.size(); ++d) all[d] = static_cast<int64_t>(d);
+    bad = b.logical_or(bad, b.reduce(b.logical_not(b.is_finite(v)), all, ir::Body::kOr, 0));
+    k.into(g, b.mul(v, b.convert(scale, b.dtype(v))));
+  }
+  const Value old = k.in(found_inf, at::kFloat);
+  k.into(found_inf, b.select(bad, b.full_like(old, 1.0), old));
+  k.run();
+}
+
+// GradScaler's update: after an overflow the scale shrinks by backoff and
+// the tracker restarts; after growth_interval clean steps in a row it grows
+// by growth (unless that overflows float32) and the tracker restarts.
+at::Tensor& amp_update_scale(at::Tensor& scale, at::Tensor& growth_tracker, const at::Tensor& found_inf,
+                             double growth, double backoff, int64_t growth_interval) {
+  const char* op = "aten::_amp_update_scale_";
+  TORCH_CHECK(scale.numel() == 1 && scale.scalar_type() == at::kFloat, op,
+              ": the scale must be a one-element float32 tensor, got ", scale.sizes(), " ", scale.scalar_type());
+  TORCH_CHECK(growth_tracker.numel() == 1 && growth_tracker.scalar_type() == at::kInt, op,
+              ": growth_tracker must be a one-element int32 tensor, got ", growth_tracker.sizes(), " ",
+              growth_tracker.scalar_type());
+  TORCH_CHECK(found_inf.numel() == 1 && found_inf.scalar_type() == at::kFloat, op,
+              ": found_inf must be a one-element float32 tensor, got ", found_inf.sizes(), " ",
+              found_inf.scalar_type());
+  Kernel k(op, scale);
+  Builder& b = k.b();
+  const Value s = k.in(scale, at::kDouble);
+  const Value t = k.in(growth_tracker, at::kInt);
+  const Value inf = b.compare(b.reshape(k.in(found_inf, at::kFloat), b.dims(s)), b.constant(DType::kF32, 0, b.dims(s)),
+                              ops::Cmp::kNE);
+  const Value successful = b.add(t, b.constant(DType::kS32, 1, b.dims(t)));
+  const Value grow = b.compare(successful, b.constant(DType::kS32, static_cast<double>(growth_interval), b.dims(t)),
+                               ops::Cmp::kEQ);
+  const Value grown = b.convert(b.mul(s, b.constant(DType::kF64, growth, b.dims(s))), DType::kF32);
+  const Value kept = b.convert(s, DType::kF32);
+  const Value on_clean = b.select(grow, b.select(b.is_finite(grown), grown, kept), kept);
+  const Value backed = b.convert(b.mul(s, b.constant(DType::kF64, backoff, b.dims(s))), DType::kF32);
+  const Value zero = b.constant(DType::kS32, 0, b.dims(t));
+  k.into(scale, b.select(inf, backed, on_clean));
+  k.into(growth_tracker, b.select(inf, zero, b.select(grow, zero, successful)));
+  k.run();
+  return scale;
+}
+
 }  // namespace
 
 TPU_KERNELS(m) {
+  m.impl("_amp_foreach_non_finite_check_and_unscale_", TORCH_FN(amp_unscale));
+  m.impl("_amp_update_scale_", TORCH_FN(amp_update_scale));
   m.impl("_fused_adam_", TORCH_FN(fused_adam));
   m.impl("_fused_adam_.tensor_lr", TORCH_FN(fused_adam_tensor_lr));
   m.impl("_fused_adamw_", TORCH_FN(fused_adamw));

@@ -26,6 +26,8 @@ constexpr Row kTable[] = {
     {"pool",         "_adaptive_avg_pool2d_backward"},
     {"pool",         "_adaptive_avg_pool3d"},
     {"pool",         "_adaptive_avg_pool3d_backward"},
+    {"optim",        "_amp_foreach_non_finite_check_and_unscale_"},
+    {"optim",        "_amp_update_scale_"},
     {"core",         "_assert_async _assert_async.msg"},
     {"norm",         "_batch_norm_no_update"},
     {"norm",         "_batch_norm_with_update"},
