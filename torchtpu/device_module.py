@@ -117,6 +117,7 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
 
 
 from . import amp  # noqa: E402,F401
+from .memory import *  # noqa: E402,F401,F403
 
 
 # Streams and events. Every stream of a device shares the device's one ordered

@@ -73,6 +73,7 @@ class TpuAllocator final : public c10::Allocator {
     eager::Runtime& rt = eager::Runtime::get();  // raises in a forked child
     std::string why = rt.allocation_failure(static_cast<int64_t>(nbytes), dev);
     if (!why.empty()) {
+      rt.memory(dev).refused();
       const eager::OpSite* op = eager::current_op();
       throw DeviceOutOfMemory(why, op ? *op : eager::OpSite{eager::last_op(), eager::capture_site()});
     }

@@ -66,7 +66,7 @@ const char* mode_name(EagerMode m) {
 }
 
 StorageValue::StorageValue(int64_t nbytes, int device) : nbytes_(nbytes), device_(device) {
-  Runtime::get().add_held(device_, nbytes_);
+  Runtime::get().memory(device_).allocated(nbytes_);
 }
 
 StorageValue::~StorageValue() {
@@ -74,7 +74,7 @@ StorageValue::~StorageValue() {
   // exist there: the value is left alone.
   if (!Runtime::initialized() || forked_child) return;
   Runtime& rt = Runtime::get();
-  rt.add_held(device_, -nbytes_);
+  rt.memory(device_).freed(nbytes_);
   if (pending_gen != 0 || param_gen != 0) {
     std::lock_guard<std::recursive_mutex> lock(rt.device_lock(device_));
     Capture::forget(this);
@@ -121,11 +121,12 @@ void Runtime::init(const std::string& plugin_path, int64_t cpu_devices) {
   h.str(r->client_->platform_version().c_str());
   r->salt_ = h.key();
   const int n = r->client_->num_devices();
-  r->held_.reset(new std::atomic<int64_t>[n]);
+  r->memory_.reset(new MemoryLedger[n]);
+  r->fraction_.reset(new std::atomic<double>[n]);
   for (int d = 0; d < n; ++d) {
     r->device_locks_.push_back(std::make_unique<std::recursive_mutex>());
     r->fused_.push_back(std::make_unique<FusedGraph>(d));
-    r->held_[d] = 0;
+    r->fraction_[d] = 1.0;
     int64_t limit = r->client_->memory_limit(d);
     if (limit <= 0 && r->client_->platform_name() == "cpu") {
       limit = host_memory_bytes();
@@ -412,21 +413,31 @@ int64_t Runtime::memory_capacity(int device) const {
 }
 
 int64_t Runtime::memory_held(int device) const {
-  if (!shared_host_memory_) return held_[device];
+  if (!shared_host_memory_) return memory_[device].bytes();
   int64_t sum = 0;
-  for (int d = 0; d < num_devices(); ++d) sum += held_[d];
+  for (int d = 0; d < num_devices(); ++d) sum += memory_[d].bytes();
   return sum;
 }
 
-void Runtime::add_held(int device, int64_t delta) { held_[device].fetch_add(delta, std::memory_order_relaxed); }
+void Runtime::set_memory_fraction(int device, double fraction) { fraction_[device] = fraction; }
 
 std::string Runtime::allocation_failure(int64_t nbytes, int device) const {
   const int64_t cap = memory_capacity(device);
   if (cap <= 0 || nbytes <= 0) return "";
+  const std::string what = "tpu out of memory: tried to allocate " + human_bytes(nbytes) + " on tpu:" +
+                           std::to_string(device) + " (";
+  const double fraction = fraction_[device];
+  if (fraction < 1.0) {
+    const int64_t limit = static_cast<int64_t>(fraction * static_cast<double>(cap));
+    const int64_t mine = memory_[device].bytes();
+    if (nbytes > limit - mine)
+      return what + "per-process limit " + human_bytes(limit) + ", " + std::to_string(fraction) + " of capacity " +
+             human_bytes(cap) + ", set by torch.tpu.set_per_process_memory_fraction; " + human_bytes(mine) +
+             " held by live tpu tensors)";
+  }
   const int64_t held = memory_held(device);
   if (nbytes <= cap - held) return "";
-  return "tpu out of memory: tried to allocate " + human_bytes(nbytes) + " on tpu:" + std::to_string(device) +
-         " (capacity " + human_bytes(cap) + (shared_host_memory_ ? ", the host's memory" : "") + "; " +
+  return what + "capacity " + human_bytes(cap) + (shared_host_memory_ ? ", the host's memory" : "") + "; " +
          human_bytes(held) + " held by live tpu tensors)";
 }
 

@@ -14,6 +14,7 @@
 #include "cache/executable_cache.h"
 #include "eager/eager_mode.h"
 #include "eager/executor.h"
+#include "eager/memory.h"
 #include "ir/graph.h"
 #include "pjrt/pjrt.h"
 
@@ -189,12 +190,18 @@ class Runtime {
 
   // Device memory: the bytes a device can hold (PJRT's limit, else the
   // host's memory for XLA:CPU, whose devices share it; 0: unknown) and the
-  // bytes live storages hold. allocation_failure says why `nbytes` more do
-  // not fit, or returns "" when they do.
+  // bytes live storages hold (of all devices when they share the host's
+  // memory). allocation_failure says why `nbytes` more do not fit (the
+  // capacity, or the device's per-process limit), or returns "" when they do.
   int64_t memory_capacity(int device) const;
   int64_t memory_held(int device) const;
   std::string allocation_failure(int64_t nbytes, int device) const;
-  void add_held(int device, int64_t delta);
+  // The storages of one device.
+  MemoryLedger& memory(int device) { return memory_[device]; }
+  // A per-process limit on one device's storages, as a fraction of its
+  // capacity (torch.tpu.set_per_process_memory_fraction); 1 or more: none.
+  void set_memory_fraction(int device, double fraction);
+  double memory_fraction(int device) const { return fraction_[device]; }
   // Overrides the capacity of every device (tests); 0 turns the check off, -1 restores.
   void set_memory_capacity(int64_t bytes) { capacity_override_ = bytes; }
 
@@ -226,7 +233,8 @@ class Runtime {
 
   std::vector<int64_t> capacity_;  // per device; 0 unknown
   bool shared_host_memory_ = false;
-  std::unique_ptr<std::atomic<int64_t>[]> held_;
+  std::unique_ptr<MemoryLedger[]> memory_;
+  std::unique_ptr<std::atomic<double>[]> fraction_;
   std::atomic<int64_t> capacity_override_{-1};
 
   std::atomic<bool> closing_{false};

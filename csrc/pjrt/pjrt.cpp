@@ -507,15 +507,33 @@ Client::~Client() {
 }
 
 int64_t Client::memory_limit(int device) const {
-  if (!PJRT_HAS(api_, PJRT_Device_MemoryStats)) return -1;
+  MemoryStats m;
+  return memory_stats(device, &m) ? m.limit : -1;
+}
+
+bool Client::memory_stats(int device, MemoryStats* out) const {
+  if (!PJRT_HAS(api_, PJRT_Device_MemoryStats)) return false;
   PJRT_ARGS(Device_MemoryStats, a);
   a.device = devices_.at(device);
   PJRT_Error* err = api_->PJRT_Device_MemoryStats(&a);
   if (err != nullptr) {
     destroy_error(api_, err);
-    return -1;
+    return false;
   }
-  return a.bytes_limit_is_set ? a.bytes_limit : -1;
+  *out = MemoryStats{};
+  out->in_use = a.bytes_in_use;
+  if (a.peak_bytes_in_use_is_set) out->peak_in_use = a.peak_bytes_in_use;
+  if (a.bytes_limit_is_set) out->limit = a.bytes_limit;
+  // The allocator's pool (a BFC allocator holds more than is in use), else
+  // what it reserved.
+  if (a.pool_bytes_is_set) {
+    out->reserved = a.pool_bytes;
+    if (a.peak_pool_bytes_is_set) out->peak_reserved = a.peak_pool_bytes;
+  } else if (a.bytes_reserved_is_set) {
+    out->reserved = a.bytes_reserved;
+    if (a.peak_bytes_reserved_is_set) out->peak_reserved = a.peak_bytes_reserved;
+  }
+  return true;
 }
 
 BufferPtr Client::buffer_from_host(const void* data, ElementType type,

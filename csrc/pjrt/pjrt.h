@@ -158,6 +158,12 @@ class Client {
   // Bytes of memory the device can hold (PJRT_Device_MemoryStats'
   // bytes_limit), or -1 when the plugin does not say (XLA:CPU).
   int64_t memory_limit(int device) const;
+  // What the plugin's allocator says of a device (PJRT_Device_MemoryStats);
+  // false when it says nothing (XLA:CPU). Fields it leaves unset are -1.
+  struct MemoryStats {
+    int64_t in_use = -1, peak_in_use = -1, limit = -1, reserved = -1, peak_reserved = -1;
+  };
+  bool memory_stats(int device, MemoryStats* out) const;
   // Copies dense row-major host data to the device; the copy is complete (host
   // memory reusable) when this returns.
   BufferPtr buffer_from_host(const void* data, ElementType type,

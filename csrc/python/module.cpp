@@ -92,6 +92,38 @@ py::dict metrics() {
 
 }  // namespace
 
+// One device's memory: our ledger of its storages, its capacity and
+// per-process fraction, and what the plugin's allocator says (keys
+// "device_*", only where the plugin has memory stats).
+py::dict memory_stats(int device) {
+  Runtime& rt = Runtime::get();
+  TORCH_CHECK(device >= 0 && device < rt.num_devices(), "tpu device index ", device, " out of range (",
+              rt.num_devices(), " devices)");
+  const auto s = rt.memory(device).snapshot();
+  py::dict d;
+  d["bytes"] = s.bytes;
+  d["peak_bytes"] = s.peak_bytes;
+  d["allocated_bytes"] = s.allocated_bytes;
+  d["freed_bytes"] = s.freed_bytes;
+  d["count"] = s.count;
+  d["peak_count"] = s.peak_count;
+  d["allocations"] = s.allocations;
+  d["frees"] = s.frees;
+  d["ooms"] = s.ooms;
+  d["capacity"] = rt.memory_capacity(device);
+  d["held_on_capacity"] = rt.memory_held(device);
+  d["fraction"] = rt.memory_fraction(device);
+  torchtpu::pjrt::Client::MemoryStats p;
+  if (rt.client().memory_stats(device, &p)) {
+    d["device_in_use"] = p.in_use;
+    d["device_peak_in_use"] = p.peak_in_use;
+    d["device_reserved"] = p.reserved;
+    d["device_peak_reserved"] = p.peak_reserved;
+    d["device_limit"] = p.limit;
+  }
+  return d;
+}
+
 PYBIND11_MODULE(_C, m) {
   m.doc() = "torchtpu native core";
   torchtpu::aten::register_kernels();
@@ -119,6 +151,10 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_memory_capacity", [](int64_t bytes) { Runtime::get().set_memory_capacity(bytes); });
   m.def("_memory_capacity", [](int device) { return Runtime::get().memory_capacity(device); });
   m.def("_memory_held", [](int device) { return Runtime::get().memory_held(device); });
+  m.def("_memory_stats", &memory_stats);
+  m.def("_reset_peak_memory", [](int device) { Runtime::get().memory(device).reset_peak(); });
+  m.def("_reset_memory_totals", [](int device) { Runtime::get().memory(device).reset_totals(); });
+  m.def("_set_memory_fraction", [](int device, double f) { Runtime::get().set_memory_fraction(device, f); });
   m.def("_install_site_hooks", &torchtpu::python::install_site_hooks);
   m.def("_set_site_text", &torchtpu::python::set_site_text);
   m.def("_shutdown", [] {
