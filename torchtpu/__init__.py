@@ -54,6 +54,7 @@ if not _running_env_report():
 
     from . import debug, device_module  # noqa: E402
     from .modes import eager_mode, get_eager_mode, set_eager_mode  # noqa: E402
+    from .precision import precision, set_precision  # noqa: E402
     from . import _printing  # noqa: E402,F401
 
     torch._register_device_module("tpu", device_module)
@@ -112,4 +113,5 @@ def __getattr__(name):
 
 
 __all__ = ["get_device", "platform", "synchronize", "set_eager_mode", "get_eager_mode", "eager_mode",
+           "precision", "set_precision",
            "debug", "env", "plugin", "dynamo", "export"]

@@ -1,5 +1,6 @@
 #include "aten/tensor_ir.h"
 
+#include <ATen/Context.h>
 #include <ATen/native/Resize.h>
 
 #include <c10/core/DeviceGuard.h>
@@ -81,8 +82,33 @@ void check_same_device(const char* op, c10::Device device, std::initializer_list
   }
 }
 
+namespace {
+// Process-wide, like torch.set_float32_matmul_precision: backward ops run on
+// the autograd engine's threads and must see it too.
+std::atomic<int> precision_override{-1};
+}  // namespace
+
+ops::Precision matmul_precision() {
+  const int o = precision_override.load(std::memory_order_relaxed);
+  if (o >= 0) return static_cast<ops::Precision>(o);
+  switch (at::globalContext().float32MatmulPrecision()) {
+    case at::Float32MatmulPrecision::HIGHEST: return ops::Precision::kHighest;
+    case at::Float32MatmulPrecision::HIGH: return ops::Precision::kHigh;
+    case at::Float32MatmulPrecision::MEDIUM: return ops::Precision::kDefault;
+  }
+  return ops::Precision::kHighest;
+}
+
+int set_precision_override(int precision) {
+  TORCH_CHECK(precision >= -1 && precision <= static_cast<int>(ops::Precision::kHighest),
+              "invalid matmul precision ", precision);
+  return precision_override.exchange(precision);
+}
+
 Kernel::Kernel(const char* op, c10::Device device)
-    : op_(op), device_(check_device(op, device)), og_(device.index(), op) {}
+    : op_(op), device_(check_device(op, device)), og_(device.index(), op) {
+  og_.b().set_precision(matmul_precision());
+}
 
 c10::Device Kernel::check_device(const char* op, c10::Device device) {
   TORCH_CHECK(device.type() == c10::DeviceType::PrivateUse1, op, ": expected a tpu tensor, got one on ", device);

@@ -29,6 +29,13 @@ at::Tensor empty_device(at::IntArrayRef sizes, at::ScalarType dtype, c10::Device
 // `device` or is a CPU 0-d tensor (a scalar, as CUDA allows).
 void check_same_device(const char* op, c10::Device device, std::initializer_list<const at::Tensor*> ts);
 
+// The precision of float32 matmuls and convolutions: torchtpu.precision(...)'s
+// process-wide override while one is set (-1: none), else
+// torch.set_float32_matmul_precision ("highest", "high", "medium": HIGHEST,
+// HIGH, DEFAULT).
+ops::Precision matmul_precision();
+int set_precision_override(int precision);  // returns the previous one
+
 // One op's graph at the tensor level.
 class Kernel {
  public:

@@ -330,7 +330,15 @@ Value Builder::dot_general(Value a, Value b, std::vector<int64_t> lb, std::vecto
   parts.push_back("rhs_contracting_dimensions = " + int_list(rc));
   for (size_t i = 0; i < parts.size(); ++i) dn += (i ? ", " : "") + parts[i];
   dn += ">";
-  return g_.add("stablehlo.dot_general", {a, b}, Type{result, out}, {Attr::text("dot_dimension_numbers", dn)});
+  std::vector<Attr> attrs{Attr::text("dot_dimension_numbers", dn)};
+  add_precision(dtype(a), attrs);
+  return g_.add("stablehlo.dot_general", {a, b}, Type{result, out}, std::move(attrs));
+}
+
+void Builder::add_precision(DType t, std::vector<Attr>& attrs) const {
+  if (t != DType::kF32 || precision_ == Precision::kDefault) return;
+  const char* p = precision_ == Precision::kHighest ? "#stablehlo<precision HIGHEST>" : "#stablehlo<precision HIGH>";
+  attrs.push_back(Attr::text("precision_config", std::string("[") + p + ", " + p + "]"));
 }
 
 Value Builder::gather(Value a, Value indices, const std::vector<int64_t>& index_dims,

@@ -20,10 +20,22 @@ using ir::Value;
 
 enum class Cmp { kEQ, kNE, kLT, kLE, kGT, kGE };
 
+// How exactly float32 dot_general and convolution compute (StableHLO's
+// precision_config): kDefault lets the backend pick (one bfloat16 pass on
+// TPU), kHigh about 3 passes, kHighest full float32.
+enum class Precision : uint8_t { kDefault, kHigh, kHighest };
+
 class Builder {
  public:
   explicit Builder(ir::Graph& g) : g_(g) {}
   ir::Graph& graph() { return g_; }
+
+  // The precision of the float32 dot_generals and convolutions built from
+  // here on (a node attribute, so part of the graph key); kDefault adds none.
+  void set_precision(Precision p) { precision_ = p; }
+  // Appends the precision_config attribute to `attrs` when operands of
+  // dtype `t` take one.
+  void add_precision(DType t, std::vector<ir::Attr>& attrs) const;
 
   // By value: a reference into the graph dangles once a node is added.
   Type type(Value v) const { return g_.type(v); }
@@ -147,6 +159,7 @@ class Builder {
 
  private:
   ir::Graph& g_;
+  Precision precision_ = Precision::kDefault;
 };
 
 std::string cmp_attr(Cmp c, DType t);

@@ -77,11 +77,12 @@ Value convolution(Builder& b, Value lhs, Value rhs, const Layout& l, Window w) {
   std::string dn = "#stablehlo.conv<" + layout_str(l.lhs_fb ? "f" : "b", l.lhs_fb ? "b" : "f", nsp) + "x" +
                    layout_str(l.rhs_io ? "i" : "o", l.rhs_io ? "o" : "i", nsp) + "->" +
                    layout_str(l.out_fb ? "f" : "b", l.out_fb ? "b" : "f", nsp) + ">";
-  return b.graph().add("stablehlo.convolution", {lhs, rhs}, Type{b.dtype(lhs), out},
-                       {Attr::array("window_strides", w.strides), Attr::text("padding", padding_attr(w.padding)),
-                        Attr::array("lhs_dilation", w.lhs_dilation), Attr::array("rhs_dilation", w.rhs_dilation),
-                        Attr::text("dimension_numbers", dn), Attr::i64("feature_group_count", w.feature_groups),
-                        Attr::i64("batch_group_count", w.batch_groups)});
+  std::vector<Attr> attrs{Attr::array("window_strides", w.strides), Attr::text("padding", padding_attr(w.padding)),
+                          Attr::array("lhs_dilation", w.lhs_dilation), Attr::array("rhs_dilation", w.rhs_dilation),
+                          Attr::text("dimension_numbers", dn), Attr::i64("feature_group_count", w.feature_groups),
+                          Attr::i64("batch_group_count", w.batch_groups)};
+  b.add_precision(b.dtype(lhs), attrs);
+  return b.graph().add("stablehlo.convolution", {lhs, rhs}, Type{b.dtype(lhs), out}, std::move(attrs));
 }
 
 Dims spatial(const Dims& d) { return Dims(d.begin() + 2, d.end()); }

@@ -152,6 +152,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_memory_capacity", [](int device) { return Runtime::get().memory_capacity(device); });
   m.def("_memory_held", [](int device) { return Runtime::get().memory_held(device); });
   m.def("_memory_stats", &memory_stats);
+  m.def("_set_precision_override", &torchtpu::aten::set_precision_override);
   m.def("_reset_peak_memory", [](int device) { Runtime::get().memory(device).reset_peak(); });
   m.def("_reset_memory_totals", [](int device) { Runtime::get().memory(device).reset_totals(); });
   m.def("_set_memory_fraction", [](int device, double f) { Runtime::get().set_memory_fraction(device, f); });
