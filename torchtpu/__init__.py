@@ -65,6 +65,7 @@ if not _running_env_report():
 
     from . import distributed  # noqa: E402
     distributed._register()
+    from . import data  # noqa: E402,F401
 
     def _route_inductor():
         """torch.compile's default backend on tpu tensors becomes "tpu"
@@ -113,5 +114,5 @@ def __getattr__(name):
 
 
 __all__ = ["get_device", "platform", "synchronize", "set_eager_mode", "get_eager_mode", "eager_mode",
-           "precision", "set_precision",
+           "precision", "set_precision", "data",
            "debug", "env", "plugin", "dynamo", "export"]

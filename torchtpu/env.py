@@ -152,6 +152,9 @@ SETTINGS = {
                 "TORCHTPU_CACHE_DIR."),
         Setting("LOCAL_WORLD_SIZE", integer(0, 1 << 20), "0", "Ranks on this node (set by torchrun and "
                 "torchtpu.distributed.launch); the default device count of the XLA:CPU client; 0: not a rank."),
+        Setting("RANK", integer(0, 1 << 20), "0", "This process's rank (set by torchrun); torchtpu.data.DeviceLoader "
+                "shards batches by it when torch.distributed is not initialized."),
+        Setting("WORLD_SIZE", integer(1, 1 << 20), "1", "Number of ranks (set by torchrun); see RANK."),
         Setting("MASTER_ADDR", text(), "127.0.0.1", "Address of the rendezvous store (torch.distributed's "
                 "env:// init); torchtpu.distributed.launch uses it when set."),
         Setting("MASTER_PORT", integer(0, 65535), "0", "Port of the rendezvous store (torch.distributed's env:// "
