@@ -40,12 +40,18 @@ $(REGISTERED): $(STAMP) Makefile
 
 setup: $(STAMP) $(REGISTERED) system-deps
 
+# JAX (optional, for torchtpu.pallas): the test suite installs it.
+JAX_STAMP := $(VENV)/.jax-installed
+$(JAX_STAMP): requirements-jax.txt $(STAMP)
+	$(VPY) -m pip install -q -r requirements-jax.txt
+	touch $@
+
 build: setup
 	cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release \
 	  -DPython_EXECUTABLE=$(abspath $(VPY)) -DCMAKE_MAKE_PROGRAM=$(abspath $(VENV)/bin/ninja) >/dev/null
 	cmake --build build -j$(JOBS)
 
-test: build
+test: build $(JAX_STAMP)
 	build/torchtpu_cpp_tests
 	$(VPY) -m pytest -q tests
 

@@ -106,13 +106,16 @@ def plugin() -> str:
 
 def __getattr__(name):
     # torchtpu.dynamo and torchtpu.export import torch._dynamo / torch.export
-    # (slow): loaded on first use.
-    if name in ("dynamo", "export"):
+    # (slow), torchtpu.pallas JAX: loaded on first use.
+    if name in ("dynamo", "export", "pallas"):
         import importlib
         return importlib.import_module(f".{name}", __name__)
+    if name == "jax_kernel":  # JAX loads only when a kernel is made
+        from .pallas import jax_kernel
+        return jax_kernel
     raise AttributeError(f"module 'torchtpu' has no attribute {name!r}")
 
 
 __all__ = ["get_device", "platform", "synchronize", "set_eager_mode", "get_eager_mode", "eager_mode",
            "precision", "set_precision", "data",
-           "debug", "env", "plugin", "dynamo", "export"]
+           "debug", "env", "plugin", "dynamo", "export", "pallas", "jax_kernel"]

@@ -2,10 +2,14 @@
 
 #include <cmath>
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
+#include <vector>
 #include <sstream>
 
 namespace torchtpu::ir {
+
+const char* const kFunctionsAttr = "torchtpu.functions";
 
 namespace {
 
@@ -81,7 +85,8 @@ class Printer {
  public:
   // `prefix` names the values of a region ("" at the top level), so that a
   // region's names never collide with those of the graphs around it.
-  Printer(const Graph& g, std::ostringstream& os, std::string prefix = "") : g_(g), os_(os), p_(std::move(prefix)) {}
+  Printer(const Graph& g, std::ostringstream& os, std::string prefix = "", std::vector<std::string>* functions = nullptr)
+      : g_(g), os_(os), p_(std::move(prefix)), functions_(functions ? functions : &own_functions_) {}
 
   std::string run() {
     os_ << "module @torchtpu attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {\n";
@@ -110,7 +115,10 @@ class Printer {
       if (i) os_ << ", ";
       os_ << tensor_type(g_.type(g_.outputs[i]));
     }
-    os_ << ") -> ()\n  }\n}\n";
+    os_ << ") -> ()\n  }\n";
+    // The functions that inlined kernels call (see kFunctionsAttr), once each.
+    for (const std::string& f : *functions_) os_ << "  " << f << "\n";
+    os_ << "}\n";
     return os_.str();
   }
 
@@ -250,7 +258,8 @@ class Printer {
       os_ << " (";
       for (size_t r = 0; r < n.regions.size(); ++r) {
         if (r) os_ << ", ";
-        Printer(*n.regions[r], os_, p_ + "w" + std::to_string(id) + "r" + std::to_string(r) + "_").print_region();
+        Printer(*n.regions[r], os_, p_ + "w" + std::to_string(id) + "r" + std::to_string(r) + "_", functions_)
+            .print_region();
       }
       os_ << ")";
     }
@@ -259,9 +268,16 @@ class Printer {
       os_ << " {value = dense<" << literal(t.dtype, n.constant) << "> : " << tensor_type(t) << "}";
     } else if (!n.attrs.empty()) {
       os_ << " {";
-      for (size_t i = 0; i < n.attrs.size(); ++i) {
-        if (i) os_ << ", ";
-        print_attr(n.attrs[i]);
+      bool first = true;
+      for (const Attr& a : n.attrs) {
+        if (a.name == std::string(kFunctionsAttr)) {
+          if (std::find(functions_->begin(), functions_->end(), a.raw) == functions_->end())
+            functions_->push_back(a.raw);
+          continue;
+        }
+        if (!first) os_ << ", ";
+        first = false;
+        print_attr(a);
       }
       os_ << "}";
     }
@@ -282,6 +298,8 @@ class Printer {
   const Graph& g_;
   std::ostringstream& os_;
   std::string p_;
+  std::vector<std::string> own_functions_;
+  std::vector<std::string>* functions_;
 };
 
 }  // namespace

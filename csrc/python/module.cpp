@@ -21,6 +21,7 @@ namespace torchtpu::python {
 void bind_cache(py::module_& m);    // cache_bindings.cpp
 void bind_compile(py::module_& m);  // compile_bindings.cpp
 void bind_distributed(py::module_& m);  // distributed_bindings.cpp
+void bind_kernels(py::module_& m);      // kernel_bindings.cpp
 py::dict distributed_metrics();
 void reset_distributed_metrics();
 }  // namespace torchtpu::python
@@ -242,4 +243,5 @@ PYBIND11_MODULE(_C, m) {
   torchtpu::python::bind_cache(m);
   torchtpu::python::bind_compile(m);
   torchtpu::python::bind_distributed(m);
+  torchtpu::python::bind_kernels(m);
 }
