@@ -120,13 +120,17 @@ from . import amp  # noqa: E402,F401
 from .memory import *  # noqa: E402,F401,F403
 
 
-# Streams and events. Every stream of a device shares the device's one ordered
-# queue: work issued on any stream runs after all work issued before it, so
-# the ordering that waits ask for always holds and they need do nothing;
-# synchronizing a stream or an event waits for the queue.
+# Streams and events. A device has two queues: the compute queue (the
+# executor: every program, in issue order) and the copy queue (host-to-device
+# copies with non_blocking=True from pinned memory, which run on their own
+# thread while programs compute and the issuing thread goes on). A program
+# that reads a tensor still being copied waits for that copy, so the
+# orderings that waits ask for always hold: wait_event, wait_stream and
+# record_stream need do nothing. An event records the position of both
+# queues; it completes when the work issued before it has finished, and
+# with enable_timing its time is when the device finished that work.
 
 import threading as _threading
-import time as _time
 
 _current = _threading.local()
 
@@ -140,13 +144,28 @@ def _index(device) -> int:
     return current_device() if index is None else index
 
 
-class Stream:
-    """A tpu stream (see above): `wait_stream`, `wait_event`, `record_event`,
-    `synchronize`, `query`, usable with `torch.tpu.stream(s)`."""
+_stream_ids = __import__("itertools").count(1)
+_PRIVATEUSE1 = 20  # c10::DeviceType::PrivateUse1
 
-    def __init__(self, device=None, priority=0, **kwargs):
-        self.device = torch.device("tpu", _index(device))
-        self.priority = priority
+
+class Stream(torch.Stream):
+    """A tpu stream (see above): `wait_stream`, `wait_event`, `record_event`,
+    `synchronize`, `query`, usable with `torch.tpu.stream(s)` and as a
+    torch.Stream (`tensor.record_stream(s)`). The default stream has id 0."""
+
+    def __new__(cls, device=None, priority=0, _stream_id=None, **kwargs):
+        index = _index(device)
+        sid = next(_stream_ids) if _stream_id is None else _stream_id
+        self = super().__new__(cls, stream_id=sid, device_index=index, device_type=_PRIVATEUSE1)
+        self._priority = priority
+        return self
+
+    def __init__(self, device=None, priority=0, _stream_id=None, **kwargs):
+        pass
+
+    @property
+    def priority(self):
+        return self._priority
 
     def wait_event(self, event) -> None:
         pass
@@ -160,8 +179,8 @@ class Stream:
         return event
 
     def query(self) -> bool:
-        synchronize(self.device)
-        return True
+        """Whether all work issued so far has finished (does not wait)."""
+        return _C._record_marker(False).query()
 
     def synchronize(self) -> None:
         synchronize(self.device)
@@ -172,32 +191,32 @@ class Stream:
 
 class Event:
     """A tpu event: `record`, `wait`, `query`, `synchronize`, and with
-    `enable_timing=True`, `elapsed_time` in milliseconds (recording a timed
-    event waits for the queue, so the time covers the work before it)."""
+    `enable_timing=True`, `elapsed_time` in milliseconds between the
+    completions of the work before two events (waiting for both)."""
 
     def __init__(self, enable_timing=False, blocking=False, interprocess=False):
         self.enable_timing = enable_timing
-        self._time = None
+        self._marker = None
 
     def record(self, stream=None) -> None:
-        if self.enable_timing:
-            synchronize()
-            self._time = _time.perf_counter()
+        self._marker = _C._record_marker(bool(self.enable_timing))
 
     def wait(self, stream=None) -> None:
         pass
 
     def query(self) -> bool:
-        synchronize()
-        return True
+        return self._marker is None or self._marker.query()
 
     def synchronize(self) -> None:
-        synchronize()
+        if self._marker is not None:
+            self._marker.synchronize()
 
     def elapsed_time(self, end_event) -> float:
-        if self._time is None or end_event._time is None:
-            raise RuntimeError("elapsed_time needs two events created with enable_timing=True and recorded")
-        return (end_event._time - self._time) * 1000.0
+        if not (self.enable_timing and end_event.enable_timing):
+            raise RuntimeError("elapsed_time needs two events created with enable_timing=True")
+        if self._marker is None or end_event._marker is None:
+            raise RuntimeError("elapsed_time needs both events recorded first")
+        return (end_event._marker.time_ns() - self._marker.time_ns()) / 1e6
 
 
 _default_streams = {}
@@ -206,7 +225,7 @@ _default_streams = {}
 def default_stream(device=None) -> Stream:
     index = _index(device)
     if index not in _default_streams:
-        _default_streams[index] = Stream(index)
+        _default_streams[index] = Stream(index, _stream_id=0)
     return _default_streams[index]
 
 

@@ -215,6 +215,10 @@ uint64_t mix64(uint64_t x) {
 
 c10::Allocator* device_allocator() { return &allocator; }
 
+bool is_pinned_host(const at::Tensor& t) {
+  return t.device().is_cpu() && t.has_storage() && PinnedAllocator::owns(t.storage().data());
+}
+
 TpuGenerator::TpuGenerator(c10::DeviceIndex device, uint64_t seed)
     : c10::GeneratorImpl(c10::Device(c10::DeviceType::PrivateUse1, device),
                          c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),

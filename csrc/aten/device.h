@@ -4,6 +4,7 @@
 #pragma once
 
 #include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
 #include <c10/core/GeneratorImpl.h>
 
 namespace torchtpu::aten {
@@ -31,6 +32,8 @@ class TpuGenerator : public c10::GeneratorImpl {
 };
 
 const at::Generator& default_generator(c10::DeviceIndex device);
+// Whether a CPU tensor's memory came from the pinned host allocator.
+bool is_pinned_host(const at::Tensor& t);
 // Registers allocator, guard and hooks (once, at import).
 void register_device();
 

@@ -7,6 +7,7 @@
 #include <ATen/ops/view_native.h>
 #include <c10/core/DeviceGuard.h>
 
+#include "aten/device.h"
 #include "aten/registry.h"
 #include "aten/tensor_ir.h"
 
@@ -72,12 +73,27 @@ at::Tensor to_cpu(const at::Tensor& src) {
   return cpu;
 }
 
-// CPU tensor -> `dst` on the device (any view, any dtype).
-void from_cpu(const at::Tensor& src, const at::Tensor& dst) {
+// CPU tensor -> `dst` on the device (any view, any dtype). With
+// non_blocking, a copy into a whole storage from pinned memory (which the
+// caller leaves alone until a sync, as on CUDA) or from a staged private
+// copy runs on the copy queue: this returns at once and programs that read
+// `dst` wait for it.
+void from_cpu(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
   at::Tensor host = src.to(dst.scalar_type()).contiguous();
   if (host.sizes() != dst.sizes()) host = host.expand(dst.sizes()).contiguous();
   eager::Runtime& rt = eager::Runtime::get();
   DType dt = to_ir(dst.scalar_type());
+  if (non_blocking && covers_storage(dst) && (is_pinned_host(src) || host.data_ptr() != src.data_ptr())) {
+    auto slot = std::make_shared<eager::Slot>();
+    {
+      std::lock_guard<std::recursive_mutex> lock(rt.device_lock(dst.device().index()));
+      storage_value(dst)->set_slot(slot, dt);
+    }
+    std::shared_ptr<void> keep(new at::Tensor(host), [](void* p) { delete static_cast<at::Tensor*>(p); });
+    rt.upload_async(host.data_ptr(), std::move(keep), dt, {host.numel()}, dst.device().index(), std::move(slot),
+                    eager::OpSite{"aten::_copy_from", eager::capture_site()});
+    return;
+  }
   pjrt::BufferPtr buf = rt.upload(host.data_ptr(), dt, {host.numel()}, dst.device().index());
   if (covers_storage(dst)) {
     std::lock_guard<std::recursive_mutex> lock(rt.device_lock(dst.device().index()));
@@ -104,9 +120,9 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   } else if (src_dev && !dst_dev) {
     dst.copy_(to_cpu(self));
   } else if (!src_dev && dst_dev) {
-    from_cpu(self, dst);
+    from_cpu(self, dst, non_blocking);
   } else {
-    from_cpu(to_cpu(self), dst);
+    from_cpu(to_cpu(self), dst, false);
   }
   return dst;
 }
@@ -249,9 +265,17 @@ bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& 
   return dense(self) && dense(from);
 }
 
+// Nothing to do: a value stays alive while any queued program or copy reads
+// it (slots are shared), whatever stream the tensor was used on.
+void record_stream(at::Tensor& self, c10::Stream s) {
+  TORCH_CHECK(s.device_type() == c10::DeviceType::PrivateUse1, "record_stream: expected a tpu stream, got one of ",
+              s.device());
+}
+
 }  // namespace
 
 TPU_KERNELS(m) {
+  m.impl("record_stream", TORCH_FN(record_stream));
   m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type), Devices::kAny);
   m.impl("_assert_async", TORCH_FN(assert_async));
   m.impl("_assert_async.msg", TORCH_FN(assert_async_msg));

@@ -326,6 +326,7 @@ constexpr Row kTable[] = {
     {"random",       "random_ random_.from random_.to"},
     {"random",       "randperm.generator_out"},
     {"pointwise",    "reciprocal reciprocal.out reciprocal_"},
+    {"core",         "record_stream"},
     {"pad",          "reflection_pad1d reflection_pad1d.out"},
     {"pad",          "reflection_pad1d_backward reflection_pad1d_backward.grad_input"},
     {"pad",          "reflection_pad2d reflection_pad2d.out"},

@@ -56,13 +56,39 @@ void CurrentOpScope::end() {
   current = outer_;
 }
 
+namespace {
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+void Run::stamp() {
+  int64_t zero = 0;
+  done_ns_.compare_exchange_strong(zero, now_ns(), std::memory_order_acq_rel);
+}
+
 void Run::executed(uint64_t seq, std::shared_ptr<pjrt::Event> done) {
+  bool timed;
   {
     std::lock_guard<std::mutex> lock(mu_);
     seq_ = seq;
-    done_ = std::move(done);
+    done_ = done;
+    timed = time_requested_;
   }
   cv_.notify_all();
+  if (timed) {
+    if (!done) {
+      stamp();
+    } else if (auto self = self_.lock()) {
+      try {
+        done->on_ready([self](const std::string&) { self->stamp(); });
+      } catch (const std::exception&) {
+        stamp();
+      }
+    }
+  }
 }
 
 void Run::settle(std::shared_ptr<const DeviceError> e) {
@@ -72,7 +98,39 @@ void Run::settle(std::shared_ptr<const DeviceError> e) {
     err_ = std::move(e);
     settled_.store(true, std::memory_order_release);
   }
+  if (time_requested_) stamp();  // no-op when the completion callback came first
   cv_.notify_all();
+}
+
+void Run::request_time(const std::shared_ptr<Run>& run) {
+  std::shared_ptr<pjrt::Event> done;
+  {
+    std::lock_guard<std::mutex> lock(run->mu_);
+    if (run->time_requested_) return;
+    run->time_requested_ = true;
+    run->self_ = run;
+    if (run->seq_ == 0 && !run->settled()) return;  // stamped once executed
+    done = run->done_;
+  }
+  if (run->settled() || !done) {
+    run->stamp();
+    return;
+  }
+  try {
+    done->on_ready([run](const std::string&) { run->stamp(); });
+  } catch (const std::exception&) {
+    run->stamp();
+  }
+}
+
+bool Run::finished() {
+  if (settled()) return true;
+  std::shared_ptr<pjrt::Event> done = done_event();
+  try {
+    return done && done->is_ready();
+  } catch (const std::exception&) {
+    return true;  // failed: finished, with an error a sync point reports
+  }
 }
 
 uint64_t Run::wait_executed() {
@@ -119,6 +177,12 @@ pjrt::BufferPtr Slot::get() {
   }
   if (err_) throw err_->described();
   return buf_;
+}
+
+void Slot::wait() {
+  if (done()) return;
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return done(); });
 }
 
 std::shared_ptr<const DeviceError> Slot::error() const {
@@ -239,6 +303,7 @@ void Executor::submit(std::unique_ptr<Task> t, bool may_run_here) {
   pending_ops_.fetch_add(1, std::memory_order_relaxed);
   pending_bytes_.fetch_add(t->bytes, std::memory_order_relaxed);
   std::unique_lock<std::mutex> lock(mu_);
+  last_run_ = t->run;
   if (exited_) {
     // After stop() (interpreter exit) callers run their tasks themselves,
     // one at a time.
@@ -424,6 +489,9 @@ void Executor::loop() {
 
 void Executor::run(Task& t) {
   std::shared_ptr<const DeviceError> failure;
+  // An argument may still be an upload on the copy queue: wait for it.
+  for (const Task::Arg& a : t.args)
+    if (a.slot) a.slot->wait();
   // A task that reads the value of a failed one fails the same way (the
   // error was recorded once already).
   for (const Task::Arg& a : t.args)

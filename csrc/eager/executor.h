@@ -90,6 +90,12 @@ class Executor {
   void drain();
   // Waits for the device to finish everything executed so far, settling it.
   void settle_all();
+  // The run of the last task submitted (null before the first): events
+  // record it as the compute queue's position.
+  RunPtr last_run() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return last_run_;
+  }
   // Waits until the program of `r` has been computed and returns its error
   // (null on success).
   std::shared_ptr<const DeviceError> outcome(Run& r);
@@ -122,6 +128,7 @@ class Executor {
   std::mutex mu_;
   std::condition_variable cv_, idle_cv_, room_cv_;
   std::deque<std::unique_ptr<Task>> queue_;
+  RunPtr last_run_;
   // busy_: the executor thread runs a task; inline_: a submitting thread
   // runs one (the queue waits for it, keeping program order); exited_: the
   // thread has drained the queue after stop().

@@ -138,6 +138,7 @@ void Runtime::init(const std::string& plugin_path, int64_t cpu_devices) {
   r->compile_pool_ = std::make_unique<ThreadPool>(std::max(1, cores - 1));
   Runtime* raw = r.get();
   r->executor_ = std::make_unique<Executor>([raw](std::shared_ptr<const DeviceError> e) { raw->record_error(e); });
+  r->copies_ = std::make_unique<CopyQueue>();
   static std::once_flag at_fork;
   std::call_once(at_fork, [] { pthread_atfork(nullptr, nullptr, &mark_forked_child); });
   instance = r.release();
@@ -205,6 +206,7 @@ void Runtime::shutdown() {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   try {
     rt->flush_fused();
+    rt->copies_->stop();  // finishes queued uploads (programs may wait for them)
     rt->executor_->settle_all();
   } catch (const std::exception&) {
     // Errors of work nobody can read any more.
@@ -391,8 +393,69 @@ void Runtime::host_read(StorageValue* s, void* dst, int64_t nbytes) {
 void Runtime::synchronize() {
   Entry entry(/*admit=*/false);
   flush_fused();
+  copies_->drain();
   executor_->settle_all();
   raise_pending_error();
+}
+
+void Runtime::upload_async(const void* data, std::shared_ptr<void> keep, ir::DType dtype, const ir::Dims& dims,
+                           int device, SlotPtr slot, OpSite site) {
+  int64_t n = ir::byte_size(dtype);
+  for (int64_t d : dims) n *= d;
+  metrics().h2d_bytes += n;
+  copies_->submit([this, data, keep = std::move(keep), dtype, dims, device, slot = std::move(slot), site] {
+    try {
+      slot->fill(client_->buffer_from_host(data, to_pjrt(dtype), dims, device), nullptr);
+    } catch (const pjrt::Error& e) {
+      auto err = std::make_shared<DeviceError>(std::string("host-to-device copy failed: ") + e.what(), e.code(),
+                                               std::vector<OpSite>{site});
+      slot->fail(err);
+      record_error(err);
+    } catch (const std::exception& e) {
+      auto err = std::make_shared<DeviceError>(std::string("host-to-device copy failed: ") + e.what(), 0,
+                                               std::vector<OpSite>{site});
+      slot->fail(err);
+      record_error(err);
+    }
+  });
+}
+
+namespace {
+int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+std::shared_ptr<Marker> Runtime::record_marker(bool timing) {
+  Entry entry(/*admit=*/false);
+  flush_fused();
+  auto m = std::make_shared<Marker>();
+  m->recorded_ns = steady_ns();
+  m->copy = copies_->mark();
+  m->run = executor_->last_run();
+  if (m->run && m->run->finished() && !timing) m->run = nullptr;
+  if (timing && m->run) Run::request_time(m->run);
+  return m;
+}
+
+bool Runtime::marker_done(const Marker& m) { return m.copy->done() && (!m.run || m.run->finished()); }
+
+void Runtime::wait_marker(const Marker& m) {
+  m.copy->wait();
+  if (m.run) executor_->outcome(*m.run);  // errors surface at the next sync point
+}
+
+int64_t Runtime::marker_time(const Marker& m) {
+  wait_marker(m);
+  int64_t t = std::max(m.copy->done_ns(), m.recorded_ns);
+  if (m.run) {
+    Run::request_time(m.run);  // stamps now if the marker was recorded without timing
+    // The completion callback may trail the wait by a moment.
+    while (m.run->done_ns() == 0) std::this_thread::yield();
+    t = std::max(t, m.run->done_ns());
+  }
+  return t;
 }
 
 namespace {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cache/executable_cache.h"
+#include "eager/copy_queue.h"
 #include "eager/eager_mode.h"
 #include "eager/executor.h"
 #include "eager/memory.h"
@@ -64,6 +65,15 @@ class StorageValue {
 };
 
 pjrt::ElementType to_pjrt(ir::DType t);
+
+// A point in the device's work, as an event records it: the last program
+// handed to the compute queue (the executor) and a mark in the copy queue.
+// Done when both are; its time is when the later of the two finished.
+struct Marker {
+  RunPtr run;  // null: no program was queued
+  std::shared_ptr<CopyMark> copy;
+  int64_t recorded_ns = 0;
+};
 
 // A host scalar as the user gave it: an integer keeps all 64 bits (a double
 // holds only 53), a float is a double.
@@ -205,6 +215,22 @@ class Runtime {
   // Overrides the capacity of every device (tests); 0 turns the check off, -1 restores.
   void set_memory_capacity(int64_t bytes) { capacity_override_ = bytes; }
 
+  // Non-blocking uploads (copy_queue.h): `slot` gets the buffer of `dims`
+  // elements at `data`, or fails with the error (also raised at the issuing
+  // thread's next sync point, naming `site`); `keep` holds the host memory
+  // until the copy is done.
+  void upload_async(const void* data, std::shared_ptr<void> keep, ir::DType dtype, const ir::Dims& dims,
+                    int device, SlotPtr slot, OpSite site);
+  // Events: records the current position of both queues (fused work
+  // pending on this thread is queued first); with `timing`, the completion
+  // time is taken from the device's completion event.
+  std::shared_ptr<Marker> record_marker(bool timing);
+  bool marker_done(const Marker& m);
+  void wait_marker(const Marker& m);
+  // Waits for the marker; steady-clock nanoseconds when its work finished.
+  int64_t marker_time(const Marker& m);
+  int64_t async_uploads() const { return copies_ ? copies_->copies() : 0; }
+
   // A 0-d device buffer holding `value` (recently used values are kept).
   pjrt::BufferPtr scalar_buffer(ir::DType dtype, HostScalar value, int device);
   pjrt::BufferPtr upload(const void* data, ir::DType dtype, const ir::Dims& dims, int device);
@@ -225,6 +251,7 @@ class Runtime {
   std::vector<std::unique_ptr<FusedGraph>> fused_;
   std::unique_ptr<ThreadPool> compile_pool_;
   std::unique_ptr<Executor> executor_;
+  std::unique_ptr<CopyQueue> copies_;
 
   // Errors of queued work not raised yet, by issuing thread (a program
   // whose ops came from several threads is listed under each).

@@ -112,12 +112,23 @@ class Run {
   uint64_t wait_executed();
   // Null until executed.
   std::shared_ptr<pjrt::Event> done_event();
+  // Asks for the time the program finishes (events with timing): from the
+  // completion event once executed; now, if it already settled.
+  static void request_time(const std::shared_ptr<Run>& run);
+  // Steady-clock nanoseconds when it finished; 0 until known.
+  int64_t done_ns() const { return done_ns_.load(std::memory_order_acquire); }
+  // Whether the device has finished it (settled, or its event is ready).
+  bool finished();
 
  private:
+  void stamp();  // done_ns_ = now, once
   std::mutex mu_;
   std::condition_variable cv_;
   uint64_t seq_ = 0;
   std::shared_ptr<pjrt::Event> done_;
+  bool time_requested_ = false;
+  std::atomic<int64_t> done_ns_{0};
+  std::weak_ptr<Run> self_;  // set by request_time, for the completion callback
   std::atomic<bool> settled_{false};
   std::shared_ptr<const DeviceError> err_;
 };
@@ -133,6 +144,9 @@ class Slot {
   bool done() const { return done_.load(std::memory_order_acquire); }
   // Waits until the slot is filled; throws the DeviceError of a failed op.
   pjrt::BufferPtr get();
+  // Waits until the slot is filled (by a program, or an upload on the copy
+  // queue), without raising.
+  void wait();
   // Only after done(): the buffer (null if failed).
   const pjrt::BufferPtr& buffer() const { return buf_; }
   // Only after done(): the error known so far (the program did not run, or

@@ -154,6 +154,23 @@ PYBIND11_MODULE(_C, m) {
   m.def("_memory_held", [](int device) { return Runtime::get().memory_held(device); });
   m.def("_memory_stats", &memory_stats);
   m.def("_set_precision_override", &torchtpu::aten::set_precision_override);
+  // Events (torch.tpu.Event): a recorded position of the compute and copy queues.
+  using torchtpu::eager::Marker;
+  py::class_<Marker, std::shared_ptr<Marker>>(m, "_Marker")
+      .def("query", [](const Marker& mk) { return Runtime::get().marker_done(mk); })
+      .def("synchronize", [](const Marker& mk) {
+        py::gil_scoped_release nogil;
+        Runtime::get().wait_marker(mk);
+      })
+      .def("time_ns", [](const Marker& mk) {
+        py::gil_scoped_release nogil;
+        return Runtime::get().marker_time(mk);
+      });
+  m.def("_record_marker", [](bool timing) {
+    py::gil_scoped_release nogil;
+    return Runtime::get().record_marker(timing);
+  });
+  m.def("_async_uploads", [] { return Runtime::get().async_uploads(); });
   m.def("_reset_peak_memory", [](int device) { Runtime::get().memory(device).reset_peak(); });
   m.def("_reset_memory_totals", [](int device) { Runtime::get().memory(device).reset_totals(); });
   m.def("_set_memory_fraction", [](int device, double f) { Runtime::get().set_memory_fraction(device, f); });

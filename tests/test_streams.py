@@ -1,0 +1,99 @@
+"""Streams and events on tpu: non-blocking copies from pinned memory run on
+the copy queue (returning at once; programs that read the tensor wait for
+it), other copies stay synchronous; events record both queues, query
+without waiting, and time the device's work. Values against the CPU."""
+import time
+
+import pytest
+import torch
+
+import torchtpu
+from torchtpu import _C
+
+dev = "tpu"
+
+
+@pytest.mark.usefixtures("each_mode")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool], ids=str)
+def test_pinned_non_blocking_copy_is_queued_and_read_in_order(dtype):
+    src = (torch.arange(1000) % 7).to(dtype).pin_memory()
+    before = _C._async_uploads()
+    side = torch.tpu.Stream()
+    with torch.tpu.stream(side):
+        x = src.to(dev, non_blocking=True)
+    assert _C._async_uploads() == before + 1
+    y = x.to(torch.float32) * 2 + 1  # reads the copy: waits for it
+    torch.testing.assert_close(y.cpu(), src.to(torch.float32) * 2 + 1)
+    assert torch.equal(x.cpu(), src)
+
+
+@pytest.mark.usefixtures("each_mode")
+def test_other_copies():
+    before = _C._async_uploads()
+    pageable = torch.randn(3, 5)
+    a = pageable.to(dev, non_blocking=True)  # pageable memory: a synchronous copy, as on CUDA
+    assert _C._async_uploads() == before
+    pageable.add_(1)  # the copy is complete: changing the source does not reach the device
+    torch.testing.assert_close(a.cpu(), pageable - 1)
+    b = torch.arange(6, dtype=torch.int32).to(dev, dtype=torch.float32, non_blocking=True)  # staged privately
+    assert _C._async_uploads() == before + 1
+    torch.testing.assert_close(b.cpu(), torch.arange(6.0))
+    target = torch.zeros(4, 4).to(dev)
+    target[1:3].copy_(torch.ones(2, 4).pin_memory(), non_blocking=True)  # into a view: through a program
+    want = torch.zeros(4, 4)
+    want[1:3] = 1
+    torch.testing.assert_close(target.cpu(), want)
+    empty = torch.empty(0, 3).pin_memory().to(dev, non_blocking=True)
+    assert empty.shape == (0, 3) and empty.cpu().numel() == 0
+
+
+def test_events_query_and_time_device_work():
+    torchtpu.set_eager_mode("strict")
+    a = torch.randn(700, 700).to(dev)
+    torchtpu.synchronize()
+    start, end = torch.tpu.Event(enable_timing=True), torch.tpu.Event(enable_timing=True)
+    t0 = time.perf_counter()
+    start.record()
+    x = a
+    for _ in range(30):
+        x = torch.tanh(x @ a)
+    end.record()
+    issued = time.perf_counter() - t0
+    pending = end.query()
+    end.synchronize()
+    wall = time.perf_counter() - t0
+    assert end.query() and start.query()
+    elapsed = start.elapsed_time(end)
+    assert not pending or issued > 0.5 * wall  # the queue was still busy when recorded (unless issuing was slow)
+    assert 0.3 * wall * 1000 <= elapsed <= wall * 1000 + 5, (elapsed, wall)
+    assert torch.tpu.current_stream().query()
+    torch.testing.assert_close(x.cpu(), x.cpu())
+    back_to_back = [torch.tpu.Event(enable_timing=True) for _ in range(2)]
+    for e in back_to_back:
+        e.record()
+    assert 0 <= back_to_back[0].elapsed_time(back_to_back[1]) < 50
+
+
+def test_event_errors():
+    with pytest.raises(RuntimeError, match="enable_timing"):
+        a, b = torch.tpu.Event(), torch.tpu.Event()
+        a.record()
+        b.record()
+        a.elapsed_time(b)
+    with pytest.raises(RuntimeError, match="recorded"):
+        torch.tpu.Event(enable_timing=True).elapsed_time(torch.tpu.Event(enable_timing=True))
+    assert torch.tpu.Event().query()  # never recorded: nothing to wait for
+
+
+def test_stream_api():
+    s = torch.tpu.Stream()
+    ev = s.record_event()
+    ev.synchronize()
+    s.wait_event(ev)
+    torch.tpu.default_stream().wait_stream(s)
+    s.synchronize()
+    assert s.query()
+    x = torch.ones(3).pin_memory().to(dev, non_blocking=True)
+    x.record_stream(s)  # memory stays valid: the value lives while anything reads it
+    del x
+    torchtpu.synchronize()
