@@ -59,15 +59,15 @@ def test_events_query_and_time_device_work():
         x = torch.tanh(x @ a)
     end.record()
     issued = time.perf_counter() - t0
-    pending = end.query()
+    done_at_once = end.query()
     end.synchronize()
     wall = time.perf_counter() - t0
     assert end.query() and start.query()
     elapsed = start.elapsed_time(end)
-    assert not pending or issued > 0.5 * wall  # the queue was still busy when recorded (unless issuing was slow)
+    # Done at once only if issuing took most of the time (else the queue was still busy).
+    assert not done_at_once or issued > 0.5 * wall
     assert 0.3 * wall * 1000 <= elapsed <= wall * 1000 + 5, (elapsed, wall)
     assert torch.tpu.current_stream().query()
-    torch.testing.assert_close(x.cpu(), x.cpu())
     back_to_back = [torch.tpu.Event(enable_timing=True) for _ in range(2)]
     for e in back_to_back:
         e.record()

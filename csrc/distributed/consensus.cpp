@@ -136,6 +136,18 @@ uint64_t Consensus::wait_for_all(uint64_t seq, const std::string& signature) {
     msg << "tpu_dist: ranks issued different collectives as collective #" << seq << ":";
     for (int r = 0; r < size_; ++r) msg << "\n  rank " << r << ": " << sigs[r];
     msg << "\nEvery rank must issue the same collectives (op, dtype, shapes) in the same order.";
+    // Each rank raises only once all have read the signatures (bounded): the
+    // rank that hosts the store exits when it raises, and a rank still about
+    // to read would then learn only that the store is gone.
+    try {
+      const std::string seen = "tpu_dist/seen/" + std::to_string(seq);
+      store_->add(seen, 1);
+      const auto until = Clock::now() + std::chrono::seconds(10);
+      while (store_->add(seen, 0) < size_ && Clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    } catch (const std::exception&) {
+      // The store went away meanwhile: nothing more to wait for.
+    }
     TORCH_CHECK(false, msg.str());
   }
   // Every rank posted #seq after reading all of #seq-1: its key is done.

@@ -4,12 +4,10 @@
 
 namespace torchtpu::eager {
 
-namespace {
-int64_t now_ns() {
+int64_t steady_now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
-}  // namespace
 
 void CopyMark::wait() {
   if (done()) return;
@@ -20,7 +18,7 @@ void CopyMark::wait() {
 void CopyMark::reach() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    done_ns_.store(now_ns(), std::memory_order_release);
+    done_ns_.store(steady_now_ns(), std::memory_order_release);
   }
   cv_.notify_all();
 }

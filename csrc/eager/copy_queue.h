@@ -17,6 +17,9 @@
 
 namespace torchtpu::eager {
 
+// Steady-clock nanoseconds (event and copy-mark times).
+int64_t steady_now_ns();
+
 // A position in the copy queue: done once every copy issued before it has
 // finished, with the steady-clock time it was reached.
 class CopyMark {

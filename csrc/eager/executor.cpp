@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "eager/copy_queue.h"
 #include "eager/metrics.h"
 
 namespace torchtpu::eager {
@@ -56,17 +57,9 @@ void CurrentOpScope::end() {
   current = outer_;
 }
 
-namespace {
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
-
 void Run::stamp() {
   int64_t zero = 0;
-  done_ns_.compare_exchange_strong(zero, now_ns(), std::memory_order_acq_rel);
+  done_ns_.compare_exchange_strong(zero, steady_now_ns(), std::memory_order_acq_rel);
 }
 
 void Run::executed(uint64_t seq, std::shared_ptr<pjrt::Event> done) {
@@ -92,13 +85,15 @@ void Run::executed(uint64_t seq, std::shared_ptr<pjrt::Event> done) {
 }
 
 void Run::settle(std::shared_ptr<const DeviceError> e) {
+  bool timed;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (settled()) return;
     err_ = std::move(e);
     settled_.store(true, std::memory_order_release);
+    timed = time_requested_;
   }
-  if (time_requested_) stamp();  // no-op when the completion callback came first
+  if (timed) stamp();  // no-op when the completion callback came first
   cv_.notify_all();
 }
 

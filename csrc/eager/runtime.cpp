@@ -420,18 +420,11 @@ void Runtime::upload_async(const void* data, std::shared_ptr<void> keep, ir::DTy
   });
 }
 
-namespace {
-int64_t steady_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-}  // namespace
-
 std::shared_ptr<Marker> Runtime::record_marker(bool timing) {
   Entry entry(/*admit=*/false);
   flush_fused();
   auto m = std::make_shared<Marker>();
-  m->recorded_ns = steady_ns();
+  m->recorded_ns = steady_now_ns();
   m->copy = copies_->mark();
   m->run = executor_->last_run();
   if (m->run && m->run->finished() && !timing) m->run = nullptr;

@@ -120,6 +120,39 @@ c = inp(rank, (3,), torch.float32)
 dist.all_reduce(c)
 check(c, torch.stack([inp(r, (3,), torch.float32) for r in range(world)]).sum(0))
 cases += 4
+# Values at the edges of their dtypes: NaN and infinities, int64 beyond 2**53
+# (exact only if nothing passes through a double), float16, bool.
+special = torch.tensor([float("nan") if rank == 0 else 1.0, float("inf"), -float("inf") if rank == 1 else 2.0, 3.5])
+x = special.to(dev)
+dist.all_reduce(x)
+want = torch.stack([torch.tensor([float("nan") if r == 0 else 1.0, float("inf"), -float("inf") if r == 1 else 2.0,
+                                  3.5]) for r in range(world)]).sum(0)
+check(x.cpu(), want, equal_nan=True)
+x = torch.tensor([float("inf"), -1.0 * rank, 1e38]).to(dev)
+dist.all_reduce(x, op=dist.ReduceOp.MAX)
+check(x.cpu(), torch.tensor([float("inf"), 0.0, 1e38]))
+big = torch.tensor([2**60 + rank, -(2**60) + 3 * rank, 2**53 + 1], dtype=torch.int64)
+x = big.to(dev)
+dist.all_reduce(x)
+assert x.cpu().tolist() == [world * 2**60 + sum(range(world)), world * -(2**60) + 3 * sum(range(world)),
+                            world * (2**53 + 1)], x.cpu().tolist()
+x = big.to(dev)
+dist.broadcast(x, src=world - 1)
+assert x.cpu().tolist() == [2**60 + world - 1, -(2**60) + 3 * (world - 1), 2**53 + 1]
+outs = [torch.empty(3, dtype=torch.int64, device=dev) for _ in range(world)]
+dist.all_gather(outs, big.to(dev))
+assert [o.cpu().tolist() for o in outs] == [[2**60 + r, -(2**60) + 3 * r, 2**53 + 1] for r in range(world)]
+h = (torch.arange(6, dtype=torch.float16) / 4 + rank).to(dev)
+dist.all_reduce(h)
+check(h.cpu(), sum(torch.arange(6, dtype=torch.float16) / 4 + r for r in range(world)))
+flags = torch.tensor([rank % 2 == 0, True, False]).to(dev)
+outs = [torch.empty(3, dtype=torch.bool, device=dev) for _ in range(world)]
+dist.all_gather(outs, flags)
+assert [o.cpu().tolist() for o in outs] == [[r % 2 == 0, True, False] for r in range(world)]
+b = torch.tensor([rank == world - 1, False]).to(dev)
+dist.broadcast(b, src=world - 1)
+assert b.cpu().tolist() == [True, False]
+cases += 8
 m = torchtpu.debug.metrics()["distributed"]
 assert m["host_staged"] > 0 and m["host_staged_bytes"] > 0, m
 print(f"OK rank {rank} cases {cases} metrics {m}", flush=True)
