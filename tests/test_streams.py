@@ -97,3 +97,31 @@ def test_stream_api():
     x.record_stream(s)  # memory stays valid: the value lives while anything reads it
     del x
     torchtpu.synchronize()
+
+
+def test_generic_torch_stream_and_event():
+    """torch.Stream / torch.Event / torch.accelerator on "tpu" (the device guard)."""
+    s = torch.Stream(device="tpu")
+    assert s.device_index == torch.tpu.current_device() and s.stream_id != 0
+    with s:
+        assert torch.accelerator.current_stream().stream_id == s.stream_id
+    assert torch.accelerator.current_stream().stream_id == 0
+    a = torch.randn(400, 400).to(dev)
+    torchtpu.synchronize()
+    start, end = torch.Event(device="tpu", enable_timing=True), torch.Event(device="tpu", enable_timing=True)
+    t0 = time.perf_counter()
+    start.record()
+    x = a
+    for _ in range(10):
+        x = torch.tanh(x @ a)
+    end.record()
+    end.synchronize()
+    wall = (time.perf_counter() - t0) * 1000
+    assert end.query()
+    assert 0 <= start.elapsed_time(end) <= wall + 5
+    plain = torch.Event(device="tpu")
+    assert plain.query()  # never recorded
+    plain.record()
+    plain.synchronize()
+    assert s.query()
+    s.synchronize()

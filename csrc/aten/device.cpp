@@ -5,6 +5,7 @@
 #include <c10/core/impl/alloc_cpu.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include <array>
 #include <atomic>
 #include <cstring>
 #include <memory>
@@ -151,15 +152,69 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   void uncheckedSetDevice(c10::Device d) const noexcept override {
     if (d.index() >= 0) current_device = d.index();
   }
-  c10::Stream getStream(c10::Device d) const override { return c10::Stream(c10::Stream::DEFAULT, d); }
-  c10::Stream exchangeStream(c10::Stream s) const override { return c10::Stream(c10::Stream::DEFAULT, s.device()); }
+  // Streams (torch.Stream, torch.accelerator): ids name them; every stream
+  // shares the device's queues (torchtpu/device_module.py says why waits
+  // need do nothing). The current stream is per thread, as on CUDA.
+  c10::Stream getStream(c10::Device d) const override {
+    return c10::Stream(c10::Stream::UNSAFE, d, current_stream_id(d.index()));
+  }
+  c10::Stream exchangeStream(c10::Stream s) const override {
+    c10::Stream old = getStream(s.device());
+    current_stream_id(s.device_index()) = s.id();
+    return old;
+  }
+  c10::Stream getNewStream(c10::Device d, int priority) const override {
+    const c10::Device on(d.type(), d.index() < 0 ? current_device : d.index());
+    return c10::Stream(c10::Stream::UNSAFE, on, next_stream_id.fetch_add(1));
+  }
+  c10::Stream getStreamFromGlobalPool(c10::Device d, bool high_priority) const override {
+    return getNewStream(d, high_priority ? -1 : 0);
+  }
+  bool queryStream(const c10::Stream&) const override {
+    return eager::Runtime::get().marker_done(*eager::Runtime::get().record_marker(false));
+  }
+  void synchronizeStream(const c10::Stream&) const override { eager::Runtime::get().synchronize(); }
   c10::DeviceIndex deviceCount() const noexcept override { return device_count(); }
   void synchronizeDevice(const c10::DeviceIndex) const override { eager::Runtime::get().synchronize(); }
-  // Events order nothing beyond program order on one stream.
-  void record(void**, const c10::Stream&, const c10::DeviceIndex, const c10::EventFlag) const override {}
+  // Events (torch.Event): a recorded Marker of both queues; with timing
+  // (enable_timing=True), elapsedTime comes from the device's completions.
+  void record(void** event, const c10::Stream&, const c10::DeviceIndex, const c10::EventFlag flag) const override {
+    auto* e = static_cast<RecordedEvent*>(*event);
+    if (!e) *event = e = new RecordedEvent;
+    e->timing = flag == c10::EventFlag::BACKEND_DEFAULT;
+    e->marker = eager::Runtime::get().record_marker(e->timing);
+  }
   void block(void*, const c10::Stream&) const override {}
-  bool queryEvent(void*) const override { return true; }
-  void destroyEvent(void*, const c10::DeviceIndex) const noexcept override {}
+  bool queryEvent(void* event) const override {
+    auto* e = static_cast<RecordedEvent*>(event);
+    return !e || !e->marker || eager::Runtime::get().marker_done(*e->marker);
+  }
+  void synchronizeEvent(void* event) const override {
+    auto* e = static_cast<RecordedEvent*>(event);
+    if (e && e->marker) eager::Runtime::get().wait_marker(*e->marker);
+  }
+  double elapsedTime(void* start, void* end, const c10::DeviceIndex) const override {
+    auto* a = static_cast<RecordedEvent*>(start);
+    auto* b = static_cast<RecordedEvent*>(end);
+    TORCH_CHECK(a && b && a->marker && b->marker, "tpu events: both events must be recorded before elapsed_time");
+    TORCH_CHECK(a->timing && b->timing, "tpu events: both events must be created with enable_timing=True");
+    eager::Runtime& rt = eager::Runtime::get();
+    return static_cast<double>(rt.marker_time(*b->marker) - rt.marker_time(*a->marker)) / 1e6;
+  }
+  void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override {
+    delete static_cast<RecordedEvent*>(event);
+  }
+
+ private:
+  struct RecordedEvent {
+    std::shared_ptr<eager::Marker> marker;
+    bool timing = false;
+  };
+  static int64_t& current_stream_id(c10::DeviceIndex d) {
+    thread_local std::array<int64_t, 256> ids{};
+    return ids.at(d < 0 ? current_device : d);
+  }
+  static inline std::atomic<int64_t> next_stream_id{1};
 };
 
 C10_REGISTER_GUARD_IMPL(PrivateUse1, TpuGuardImpl);
