@@ -1,18 +1,23 @@
 """Ranks as threads of one process (torchtpu.distributed.thread_group): each
 collective is one XLA program of StableHLO collectives run on all the ranks'
-devices at once. Needs four devices: run in a child process with
+devices at once; in Fused Eager it is the last node of the program that
+computes its input. Needs four devices: run in a child process with
 TORCHTPU_CPU_DEVICES=4 (this process's client has its own device count)."""
 import os
 import subprocess
 import sys
 import textwrap
 
+import pytest
+
 SCRIPT = textwrap.dedent(r'''
-    import datetime, threading, time
+    import datetime, sys, threading, time
     import torch, torch.distributed as dist
     import torchtpu
     from torchtpu.distributed import thread_group, collective_programs
 
+    MODE = sys.argv[1]
+    torchtpu.set_eager_mode(MODE)
     N = 4
     check = torch.testing.assert_close
 
@@ -89,6 +94,10 @@ SCRIPT = textwrap.dedent(r'''
     assert after["collectives"] - before["collectives"] == N * per_rank
     assert after["device_programs"] - before["device_programs"] == per_rank - no_program, after
     assert after["host_staged"] == before["host_staged"]
+    if MODE == "fused":  # each ran inside its program, or apart from it when the ranks' programs differed
+        joined = after["fused_programs"] - before["fused_programs"]
+        apart = (after["staged_programs"] - before["staged_programs"]) // N
+        assert joined > 0 and joined + apart == per_rank - no_program, after
     texts = "\n".join(collective_programs())
     for op in ("stablehlo.all_reduce", "stablehlo.all_gather", "stablehlo.reduce_scatter", "stablehlo.all_to_all"):
         assert op in texts, op
@@ -121,12 +130,101 @@ SCRIPT = textwrap.dedent(r'''
             dist.send(torch.ones(2, device=dev), 1, group=pg)
     errors = run_ranks(p2p, "p2p")
     assert "send is not supported between ranks that are threads" in str(errors[0]), errors
-    print("THREADS OK", after)
+''')
+
+# Fused Eager only: what joins the collective's program, and what happens
+# when the ranks' programs differ.
+FUSED = textwrap.dedent(r'''
+    def delta(before):
+        now = torchtpu.debug.metrics()["distributed"]
+        return {k: now[k] - before[k] for k in now}
+
+    torch.manual_seed(0)
+    W = torch.randn(8, 8)
+    X = [torch.randn(4, 8) for _ in range(N)]
+    ref = sum((X[q] @ W).tanh() for q in range(N))
+
+    # SPMD: every rank's program (matmul, tanh, all_reduce) runs as one
+    # replicated execution holding computation and communication.
+    def spmd(r, pg, dev):
+        y = (X[r].to(dev) @ W.to(dev)).tanh()
+        dist.all_reduce(y, group=pg)
+        check(y.cpu(), ref)
+    before = torchtpu.debug.metrics()["distributed"]
+    texts_before = len(collective_programs())
+    errors = run_ranks(spmd, "fused_spmd")
+    assert not errors, errors
+    d = delta(before)
+    assert d["fused_programs"] == 1 and d["staged_programs"] == 0 and d["device_programs"] == 1, d
+    new = collective_programs()[texts_before:]
+    assert len(new) == 1 and all(op in new[0] for op in ("stablehlo.dot_general", "stablehlo.tanh",
+                                                          "stablehlo.all_reduce", "mhlo.num_replicas = 4")), new
+
+    # MPMD: rank 0 computes an extra value; each rank's program then runs
+    # without the collective, and the collective alone: same results.
+    def mpmd(r, pg, dev):
+        x = X[r].to(dev)
+        extra = x * 3 if r == 0 else None
+        y = (x @ W.to(dev)).tanh()
+        dist.all_reduce(y, group=pg)
+        check((y + 1).cpu(), ref + 1)
+        if r == 0:
+            check(extra.cpu(), X[0] * 3)
+    before = torchtpu.debug.metrics()["distributed"]
+    errors = run_ranks(mpmd, "fused_mpmd")
+    assert not errors, errors
+    d = delta(before)
+    assert d["fused_programs"] == 0 and d["staged_programs"] == N and d["device_programs"] == 1, d
+
+    # A collective that fails (rank 0 never comes) loses none of the values
+    # its program computed before it.
+    def absent_keeps(r, pg, dev):
+        x = X[r].to(dev) * 2
+        if r != 0:
+            y = x + 1
+            try:
+                dist.all_reduce(y, group=pg)
+                raise AssertionError("the all_reduce did not raise")
+            except RuntimeError as e:
+                assert "rank(s) 0 did not reach collective #1" in str(e), e
+        check(x.cpu(), X[r] * 2)
+    errors = run_ranks(absent_keeps, "fused_absent", timeout=2)
+    assert not errors, errors
+
+    # Data-parallel training (gradients all-reduced, rank 0 alone reads the
+    # loss) matches one process on the global batch.
+    def train(r, pg, dev):
+        w = W.to(dev).requires_grad_()
+        for it in range(3):
+            loss = (X[r].to(dev) @ w).tanh().sum()
+            loss.backward()
+            w.grad.div_(N)
+            dist.all_reduce(w.grad, group=pg)
+            with torch.no_grad():
+                w -= 0.1 * w.grad
+            w.grad = None
+            if r == 0:
+                float(loss)
+        trained[r] = w.detach().cpu()
+    trained = {}
+    errors = run_ranks(train, "fused_train")
+    assert not errors, errors
+    w = W.clone().requires_grad_()
+    for it in range(3):
+        sum((X[q] @ w).tanh().sum() for q in range(N)).div(N).backward()
+        with torch.no_grad():
+            w -= 0.1 * w.grad
+        w.grad = None
+    for r in range(N):
+        check(trained[r], w.detach(), rtol=1e-5, atol=1e-5)
+    print("FUSED OK")
 ''')
 
 
-def test_thread_ranks_run_stablehlo_collectives(tmp_path):
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_thread_ranks_run_stablehlo_collectives(mode):
     env = dict(os.environ, TORCHTPU_CPU_DEVICES="4", OMP_NUM_THREADS="1")
     env.pop("LOCAL_WORLD_SIZE", None)
-    proc = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0 and "THREADS OK" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-5000:]
+    script = SCRIPT + (FUSED if mode == "fused" else "") + 'print("THREADS OK")\n'
+    proc = subprocess.run([sys.executable, "-c", script, mode], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0 and "THREADS OK" in proc.stdout and (mode != "fused" or "FUSED OK" in proc.stdout), proc.stdout[-3000:] + proc.stderr[-5000:]

@@ -8,7 +8,11 @@
 
 #include "aten/tensor_ir.h"
 #include "distributed/backend.h"
+#include "eager/capture.h"
+#include "eager/executor.h"
+#include "eager/fused_graph.h"
 #include "eager/runtime.h"
+#include "ir/printer.h"
 
 namespace torchtpu::distributed {
 namespace {
@@ -89,6 +93,13 @@ at::Tensor wrap(pjrt::BufferPtr b, int64_t numel, const at::Tensor& like, ir::DT
   return r;
 }
 
+// A run for values computed outside the executor, once they are.
+eager::RunPtr finished_run() {
+  auto run = std::make_shared<eager::Run>();
+  run->settle(nullptr);
+  return run;
+}
+
 }  // namespace
 
 std::shared_ptr<LocalGroup> LocalGroup::get(const std::string& name, int size) {
@@ -104,16 +115,23 @@ std::shared_ptr<LocalGroup> LocalGroup::get(const std::string& name, int size) {
   return g;
 }
 
-pjrt::BufferPtr LocalGroup::meet(int rank, Entry entry, ops::Collective kind, ops::Reduction reduction,
-                                 ir::DType dtype, int64_t numel, std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
+void LocalGroup::gather(std::unique_lock<std::mutex>& lock, int rank, Entry entry, const std::function<void()>& last,
+                        std::chrono::milliseconds timeout) {
   TORCH_CHECK(failed_.empty(), failed_);
   const uint64_t gen = generation_;
   const std::string mine = entry.signature;
   entries_[rank] = std::move(entry);
   if (++arrived_ == size_) {
     try {
-      execute(kind, reduction, dtype, numel);
+      const std::string& first = entries_[0].signature;
+      if (std::any_of(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.signature != first; })) {
+        std::ostringstream msg;
+        msg << "tpu_dist: ranks issued different collectives as collective #" << generation_ + 1 << ":";
+        for (int r = 0; r < size_; ++r) msg << "\n  rank " << r << ": " << entries_[r].signature;
+        msg << "\nEvery rank must issue the same collectives (op, dtype, shapes) in the same order.";
+        throw std::runtime_error(msg.str());
+      }
+      last();
     } catch (const std::exception& e) {
       failed_ = e.what();
     }
@@ -136,30 +154,32 @@ pjrt::BufferPtr LocalGroup::meet(int rank, Entry entry, ops::Collective kind, op
     cv_.notify_all();
   }
   TORCH_CHECK(failed_.empty(), failed_);
+}
+
+pjrt::BufferPtr LocalGroup::meet(int rank, Entry entry, ops::Collective kind, ops::Reduction reduction,
+                                 ir::DType dtype, int64_t numel, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  gather(lock, rank, std::move(entry), [&] { execute(kind, reduction, dtype, numel); }, timeout);
   return results_.empty() ? nullptr : results_[rank];
 }
 
-void LocalGroup::execute(ops::Collective kind, ops::Reduction reduction, ir::DType dtype, int64_t numel) {
-  const std::string& first = entries_[0].signature;
-  if (std::any_of(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.signature != first; })) {
-    std::ostringstream msg;
-    msg << "tpu_dist: ranks issued different collectives as collective #" << generation_ + 1 << ":";
-    for (int r = 0; r < size_; ++r) msg << "\n  rank " << r << ": " << entries_[r].signature;
-    msg << "\nEvery rank must issue the same collectives (op, dtype, shapes) in the same order.";
-    throw std::runtime_error(msg.str());
-  }
-  results_.assign(size_, nullptr);
-  if (!entries_[0].input || numel == 0) return;  // a barrier, or nothing to move
+std::vector<int64_t> LocalGroup::devices() const {
   std::vector<int64_t> devices;
   for (auto& e : entries_) devices.push_back(e.device);
   if (std::set<int64_t>(devices.begin(), devices.end()).size() != devices.size())
     throw std::runtime_error("tpu_dist: thread ranks must each use their own tpu device; two share one");
+  return devices;
+}
 
+void LocalGroup::execute(ops::Collective kind, ops::Reduction reduction, ir::DType dtype, int64_t numel) {
+  results_.assign(size_, nullptr);
+  if (!entries_[0].input || numel == 0) return;  // a barrier, or nothing to move
+  const std::vector<int64_t> devices = this->devices();
   std::string text = ops::collective_module(kind, reduction, dtype, numel, size_);
   std::ostringstream key;
   key << text;
   for (int64_t d : devices) key << " " << d;
-  pjrt::ExecutablePtr& exe = programs_[key.str()];
+  pjrt::ExecutablePtr& exe = executables_[key.str()];
   if (!exe) {
     exe = eager::Runtime::get().compile_replicated(text, devices);
     std::lock_guard<std::mutex> lock(programs_mu);
@@ -179,6 +199,155 @@ void LocalGroup::execute(ops::Collective kind, ops::Reduction reduction, ir::DTy
   ++stats().device_programs;
 }
 
+bool LocalGroup::meet_program(int rank, Entry entry, const Program& program, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  programs_[rank] = &program;
+  try {
+    gather(lock, rank, std::move(entry), [&] { programs_ran_ = run_programs(); }, timeout);
+  } catch (...) {
+    programs_[rank] = nullptr;
+    throw;
+  }
+  programs_[rank] = nullptr;
+  return programs_ran_;
+}
+
+bool LocalGroup::run_programs() {
+  for (const Program* p : programs_)
+    if (!p) throw std::runtime_error("tpu_dist: ranks ran collective #" + std::to_string(generation_ + 1) +
+                                     " in different eager modes; every rank must use the same mode");
+  const Program& first = *programs_[0];
+  for (const Program* p : programs_)
+    if (!(p->key == first.key)) return false;
+  const std::vector<int64_t> devices = this->devices();
+  // The values the programs read (earlier programs on the executor may still compute them).
+  std::shared_ptr<const eager::DeviceError> failure;
+  for (const Program* p : programs_)
+    for (const eager::Task::Arg& a : p->task->args)
+      if (a.slot) {
+        a.slot->wait();
+        if (!failure && a.slot->error()) failure = a.slot->error();
+      }
+  std::vector<pjrt::ExecuteResult> out;
+  if (!failure) {
+    try {
+      std::ostringstream key;
+      key << first.key.hex();
+      for (int64_t d : devices) key << " " << d;
+      pjrt::ExecutablePtr& exe = executables_[key.str()];
+      if (!exe) {
+        ir::Graph g = *first.task->graph;
+        g.replicas = size_;
+        g.donations.clear();
+        const std::string text = ir::print_stablehlo(g);
+        exe = eager::Runtime::get().compile_replicated(text, devices);
+        std::lock_guard<std::mutex> lock(programs_mu);
+        program_texts().push_back(text);
+      }
+      std::vector<std::vector<pjrt::Buffer*>> args;
+      for (const Program* p : programs_) {
+        args.emplace_back();
+        for (const eager::Task::Arg& a : p->task->args)
+          args.back().push_back(a.slot ? a.slot->buffer().get() : a.scalar.get());
+      }
+      std::lock_guard<std::mutex> launch(launch_mu());
+      out = exe->execute_replicated(args);
+      for (auto& r : out) r.done->wait();
+    } catch (const pjrt::Error& e) {
+      failure = std::make_shared<eager::DeviceError>(e.what(), e.code(), first.task->sites);
+    } catch (const std::exception& e) {
+      failure = std::make_shared<eager::DeviceError>(e.what(), 0, first.task->sites);
+    }
+  }
+  for (int r = 0; r < size_; ++r) {
+    eager::Task& t = *programs_[r]->task;
+    if (failure) {
+      for (const eager::SlotPtr& o : t.outputs) o->fail(failure);
+      continue;
+    }
+    eager::RunPtr run = finished_run();
+    for (size_t i = 0; i < t.outputs.size(); ++i) t.outputs[i]->fill(out[r].outputs.at(i), run);
+  }
+  if (!failure) {
+    ++executions_;
+    ++stats().device_programs;
+    ++stats().fused_programs;
+  }
+  return true;
+}
+
+at::Tensor LocalGroup::fused(int rank, ops::Collective kind, ops::Reduction reduction, const std::string& signature,
+                             const at::Tensor& in, std::chrono::milliseconds timeout) {
+  eager::Runtime& rt = eager::Runtime::get();
+  const int dev = in.device().index();
+  if (rt.mode() != eager::EagerMode::kFused || in.numel() == 0 || eager::Capture::active(dev)) return {};
+  const ir::DType dt = aten::to_ir(in.scalar_type());
+  at::Tensor result;
+  std::unique_ptr<eager::Task> task;
+  {
+    aten::Kernel k(ops::collective_name(kind), in.device());
+    ir::Value x = k.b().reshape(k.in(in), {in.numel()});
+    ir::Value y = ops::collective_node(k.b().graph(), kind, reduction, x, size_);
+    result = k.out(y, in.scalar_type());
+    k.run();
+    task = rt.fused(dev).take_task(aten::storage_value(result));
+  }
+  // The collective is the program's last node and its result one of the outputs.
+  size_t out_index = 0;
+  const ir::Graph* g = task ? task->graph.get() : nullptr;
+  const int32_t last = g ? static_cast<int32_t>(g->nodes().size()) - 1 : -1;
+  while (g && out_index < g->outputs.size() && g->outputs[out_index].node != last) ++out_index;
+  if (!g || out_index == g->outputs.size() || g->nodes().back().operands.size() != 1)
+    throw std::logic_error("tpu_dist: the fused program does not end with its collective");
+
+  const Program program{task.get(), ir::graph_key(*g, ir::GraphKey{})};
+  std::string error;
+  try {
+    if (meet_program(rank, Entry{signature, dev, nullptr}, program, timeout)) return result;
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+
+  // The programs differ (or the collective failed): this rank's program runs
+  // without the collective, whose input becomes an output in its place.
+  ++stats().staged_programs;
+  eager::SlotPtr collected = task->outputs[out_index];
+  auto operand = std::make_shared<eager::Slot>();
+  {
+    ir::Graph prefix = *g;
+    const ir::Value x = prefix.nodes().back().operands[0];
+    prefix.mutable_nodes().pop_back();
+    prefix.outputs[out_index] = x;
+    auto& d = prefix.donations;
+    d.erase(std::remove_if(d.begin(), d.end(), [&](const auto& p) { return p.second == static_cast<int>(out_index); }),
+            d.end());
+    task->graph = std::make_shared<const ir::Graph>(std::move(prefix));
+    task->outputs[out_index] = operand;
+    std::lock_guard<std::recursive_mutex> lock(rt.device_lock(dev));
+    try {
+      rt.submit(std::move(task));
+    } catch (const std::exception& e) {
+      if (error.empty()) error = e.what();
+    }
+  }
+  // Then the collective alone, with the other ranks.
+  if (error.empty()) {
+    operand->wait();
+    std::shared_ptr<const eager::DeviceError> input_error = operand->error();
+    Entry e{input_error ? signature + " (its input failed)" : signature, dev, input_error ? nullptr : operand->buffer()};
+    try {
+      pjrt::BufferPtr b = meet(rank, std::move(e), kind, reduction, dt, in.numel(), timeout);
+      if (b) collected->fill(std::move(b), finished_run());
+      else collected->fail(input_error);
+      return result;
+    } catch (const std::exception& ex) {
+      error = ex.what();
+    }
+  }
+  collected->fail(std::make_shared<eager::DeviceError>(error, 0));
+  TORCH_CHECK(false, error);
+}
+
 std::vector<std::string> LocalGroup::compiled_programs() {
   std::lock_guard<std::mutex> lock(programs_mu);
   return program_texts();
@@ -190,7 +359,12 @@ void LocalGroup::all_reduce(int rank, const at::Tensor& t, const ReduceOp& op, s
   const char* name = op.op_ == ReduceOp::SUM ? "sum" : op.op_ == ReduceOp::AVG ? "avg"
                      : op.op_ == ReduceOp::PREMUL_SUM ? "premul_sum" : op.op_ == ReduceOp::PRODUCT ? "product"
                      : op.op_ == ReduceOp::MIN ? "min" : "max";
-  Entry e{describe("all_reduce", t, name), t.device().index(), t.numel() ? flat(premultiplied(t, op), dt) : nullptr};
+  const std::string sig = describe("all_reduce", t, name);
+  if (at::Tensor f = fused(rank, ops::Collective::kAllReduce, red, sig, premultiplied(t, op), timeout); f.defined()) {
+    const_cast<at::Tensor&>(t).copy_(f.view(t.sizes()));
+    return finish_average(t, op, size_);
+  }
+  Entry e{sig, t.device().index(), t.numel() ? flat(premultiplied(t, op), dt) : nullptr};
   pjrt::BufferPtr b = meet(rank, std::move(e), ops::Collective::kAllReduce, red, dt, t.numel(), timeout);
   if (!b) return;
   const_cast<at::Tensor&>(t).copy_(wrap(b, t.numel(), t, dt).view(t.sizes()));
@@ -203,7 +377,12 @@ void LocalGroup::all_gather_into(int rank, const at::Tensor& out, const at::Tens
               "tpu_dist: all_gather_into_tensor needs an output of ", size_, " x the input's elements and its dtype; got ",
               describe("output", out), " for ", describe("input", in));
   const ir::DType dt = aten::to_ir(in.scalar_type());
-  Entry e{describe("all_gather", in), in.device().index(), in.numel() ? flat(in, dt) : nullptr};
+  const std::string sig = describe("all_gather", in);
+  if (at::Tensor f = fused(rank, ops::Collective::kAllGather, ops::Reduction::kSum, sig, in, timeout); f.defined()) {
+    const_cast<at::Tensor&>(out).copy_(f.view(out.sizes()));
+    return;
+  }
+  Entry e{sig, in.device().index(), in.numel() ? flat(in, dt) : nullptr};
   pjrt::BufferPtr b = meet(rank, std::move(e), ops::Collective::kAllGather, ops::Reduction::kSum, dt, in.numel(), timeout);
   if (b) const_cast<at::Tensor&>(out).copy_(wrap(b, out.numel(), out, dt).view(out.sizes()));
 }
@@ -214,7 +393,13 @@ void LocalGroup::reduce_scatter_into(int rank, const at::Tensor& out, const at::
               "tpu_dist: reduce_scatter_tensor needs an input of ", size_, " x the output's elements and its dtype; got ",
               describe("input", in), " for ", describe("output", out));
   const ir::DType dt = aten::to_ir(in.scalar_type());
-  Entry e{describe("reduce_scatter", in), in.device().index(), in.numel() ? flat(premultiplied(in, op), dt) : nullptr};
+  const std::string sig = describe("reduce_scatter", in);
+  if (at::Tensor f = fused(rank, ops::Collective::kReduceScatter, reduction_of(op), sig, premultiplied(in, op), timeout);
+      f.defined()) {
+    const_cast<at::Tensor&>(out).copy_(f.view(out.sizes()));
+    return finish_average(out, op, size_);
+  }
+  Entry e{sig, in.device().index(), in.numel() ? flat(premultiplied(in, op), dt) : nullptr};
   pjrt::BufferPtr b = meet(rank, std::move(e), ops::Collective::kReduceScatter, reduction_of(op), dt, in.numel(), timeout);
   if (!b) return;
   const_cast<at::Tensor&>(out).copy_(wrap(b, out.numel(), out, dt).view(out.sizes()));
@@ -227,7 +412,12 @@ void LocalGroup::all_to_all_into(int rank, const at::Tensor& out, const at::Tens
               "tpu_dist: all_to_all_single between thread ranks needs equal splits of dim 0 (", size_, " ranks); got ",
               describe("input", in), " and ", describe("output", out));
   const ir::DType dt = aten::to_ir(in.scalar_type());
-  Entry e{describe("all_to_all", in), in.device().index(), in.numel() ? flat(in, dt) : nullptr};
+  const std::string sig = describe("all_to_all", in);
+  if (at::Tensor f = fused(rank, ops::Collective::kAllToAll, ops::Reduction::kSum, sig, in, timeout); f.defined()) {
+    const_cast<at::Tensor&>(out).copy_(f.view(out.sizes()));
+    return;
+  }
+  Entry e{sig, in.device().index(), in.numel() ? flat(in, dt) : nullptr};
   pjrt::BufferPtr b = meet(rank, std::move(e), ops::Collective::kAllToAll, ops::Reduction::kSum, dt, in.numel(), timeout);
   if (b) const_cast<at::Tensor&>(out).copy_(wrap(b, out.numel(), out, dt).view(out.sizes()));
 }
@@ -235,8 +425,12 @@ void LocalGroup::all_to_all_into(int rank, const at::Tensor& out, const at::Tens
 void LocalGroup::broadcast(int rank, const at::Tensor& t, int root, std::chrono::milliseconds timeout) {
   // XLA:CPU has no broadcast collective: gather every rank's copy, keep the root's.
   const ir::DType dt = aten::to_ir(t.scalar_type());
-  Entry e{describe("broadcast", t, "root=" + std::to_string(root)), t.device().index(),
-          t.numel() ? flat(t, dt) : nullptr};
+  const std::string sig = describe("broadcast", t, "root=" + std::to_string(root));
+  if (at::Tensor f = fused(rank, ops::Collective::kAllGather, ops::Reduction::kSum, sig, t, timeout); f.defined()) {
+    const_cast<at::Tensor&>(t).copy_(f.narrow(0, root * t.numel(), t.numel()).view(t.sizes()));
+    return;
+  }
+  Entry e{sig, t.device().index(), t.numel() ? flat(t, dt) : nullptr};
   pjrt::BufferPtr b = meet(rank, std::move(e), ops::Collective::kAllGather, ops::Reduction::kSum, dt, t.numel(), timeout);
   if (!b) return;
   at::Tensor all = wrap(b, t.numel() * size_, t, dt);

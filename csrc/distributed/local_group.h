@@ -6,14 +6,20 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "ir/graph_key.h"
 #include "ops/collective.h"
 #include "pjrt/pjrt.h"
+
+namespace torchtpu::eager {
+struct Task;
+}
 
 namespace torchtpu::distributed {
 
@@ -25,6 +31,13 @@ namespace torchtpu::distributed {
 // that deposit different signatures all raise naming each side; one that does
 // not arrive within the timeout makes the others raise, and the group stays
 // failed after either.
+//
+// In Fused Eager a collective joins the rank's pending program instead: the
+// program that computes its input ends with the collective, and when every
+// rank brings the same program (SPMD) it is compiled once for all the ranks'
+// devices and run as one execution, computation and communication together.
+// Ranks whose programs differ (one ran extra ops, MPMD) each run their
+// program without the collective, then the collective alone, as above.
 class LocalGroup {
  public:
   // The process-wide group `name` of `size` ranks (created on first use).
@@ -40,12 +53,19 @@ class LocalGroup {
   void broadcast(int rank, const at::Tensor& t, int root, std::chrono::milliseconds timeout);
   void barrier(int rank, std::chrono::milliseconds timeout);
 
+  // Fused Eager: `kind` over `in` as the last node of this rank's pending
+  // program (see above). Returns the flat result (a new tensor), or an
+  // undefined tensor when the collective cannot join the program (another
+  // mode, a capture, an empty tensor): the caller then runs it alone.
+  at::Tensor fused(int rank, ops::Collective kind, ops::Reduction reduction, const std::string& signature,
+                   const at::Tensor& in, std::chrono::milliseconds timeout);
+
   // Programs run, for tests and metrics.
   int64_t executions() const { return executions_; }
   // The StableHLO text of every collective program compiled in this process.
   static std::vector<std::string> compiled_programs();
 
-  explicit LocalGroup(int size) : size_(size), entries_(size) {}
+  explicit LocalGroup(int size) : size_(size), entries_(size), programs_(size) {}
 
  private:
   struct Entry {
@@ -53,10 +73,25 @@ class LocalGroup {
     int device = -1;
     pjrt::BufferPtr input;
   };
+  // A rank's pending program ending in a collective (Fused Eager).
+  struct Program {
+    eager::Task* task = nullptr;
+    ir::GraphKey key;
+  };
+  // Deposits rank's entry; the last rank to arrive checks the signatures and
+  // runs `last` under the lock. Raises the group's failure.
+  void gather(std::unique_lock<std::mutex>& lock, int rank, Entry entry, const std::function<void()>& last,
+              std::chrono::milliseconds timeout);
   // Deposits rank's input and returns its output (null for a barrier).
   pjrt::BufferPtr meet(int rank, Entry entry, ops::Collective kind, ops::Reduction reduction, ir::DType dtype,
                        int64_t numel, std::chrono::milliseconds timeout);
   void execute(ops::Collective kind, ops::Reduction reduction, ir::DType dtype, int64_t numel);
+  // Deposits rank's program; returns whether it ran as one replicated
+  // execution with the other ranks' (else the caller runs it staged).
+  bool meet_program(int rank, Entry entry, const Program& program, std::chrono::milliseconds timeout);
+  // The replicated execution of the programs deposited, if they are one.
+  bool run_programs();
+  std::vector<int64_t> devices() const;
 
   const int size_;
   std::mutex mu_;
@@ -65,8 +100,10 @@ class LocalGroup {
   int arrived_ = 0;
   std::vector<Entry> entries_;
   std::vector<pjrt::BufferPtr> results_;
+  std::vector<const Program*> programs_;
+  bool programs_ran_ = false;
   std::string failed_;  // set once: every later collective raises it
-  std::map<std::string, pjrt::ExecutablePtr> programs_;
+  std::map<std::string, pjrt::ExecutablePtr> executables_;
   int64_t executions_ = 0;
 };
 

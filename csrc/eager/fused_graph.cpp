@@ -169,7 +169,18 @@ void FusedGraph::flush_for(const StorageValue* s) {
 }
 
 void FusedGraph::flush(Pending& p, Reason why) {
-  if (p.ops == 0) return;
+  if (std::unique_ptr<Task> task = make_task(p, why)) Runtime::get().submit(std::move(task));
+}
+
+std::unique_ptr<Task> FusedGraph::take_task(const StorageValue* s) {
+  if (capture_ || s->pending_gen == 0) return nullptr;
+  for (const auto& p : pending_)
+    if (p->gen == s->pending_gen) return make_task(*p, Reason::kSync);
+  return nullptr;
+}
+
+std::unique_ptr<Task> FusedGraph::make_task(Pending& p, Reason why) {
+  if (p.ops == 0) return nullptr;
   Metrics& m = metrics();
   m.fused_graphs.fetch_add(1, std::memory_order_relaxed);
   m.fused_ops.fetch_add(p.ops, std::memory_order_relaxed);
@@ -184,7 +195,7 @@ void FusedGraph::flush(Pending& p, Reason why) {
   m.fused_outputs.fetch_add(static_cast<int64_t>(outs.size()), std::memory_order_relaxed);
   if (outs.empty()) {  // every value it computed is dead
     p.reset();
-    return;
+    return nullptr;
   }
   // A parameter whose storage died or was overwritten is donated to the
   // first output of its type not yet aliased.
@@ -213,7 +224,7 @@ void FusedGraph::flush(Pending& p, Reason why) {
   }
   task->graph = std::make_shared<const ir::Graph>(std::move(p.g));
   p.reset();
-  Runtime::get().submit(std::move(task));
+  return task;
 }
 
 FusedGraph::Taken FusedGraph::take() {

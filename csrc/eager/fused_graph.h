@@ -36,6 +36,9 @@ class FusedGraph {
   void flush(Reason why);
   // Queues the pending graph that computes storage `s`, if any.
   void flush_for(const StorageValue* s);
+  // The pending graph that computes storage `s`, as a task not yet queued
+  // (its output slots installed), for the caller to run; null if none.
+  std::unique_ptr<Task> take_task(const StorageValue* s);
   // A storage died: it will not be an output.
   void forget(StorageValue* s);
   int64_t pending_ops() const;
@@ -77,6 +80,7 @@ class FusedGraph {
   Pending* owner(const StorageValue* s) const;
   Pending& for_issuer(uint64_t issuer);
   void flush(Pending& p, Reason why);
+  std::unique_ptr<Task> make_task(Pending& p, Reason why);
   int device_;
   bool capture_;
   std::vector<std::unique_ptr<Pending>> pending_;

@@ -104,6 +104,9 @@ class Graph {
   // Parameter indices whose buffers may be donated, each with the output it
   // aliases (tf.aliasing_output).
   std::vector<std::pair<int, int>> donations;
+  // Replicas the program runs as (mhlo.num_replicas): more than one only for
+  // a program holding collectives over the devices of one client.
+  int replicas = 1;
 
  private:
   std::vector<Node> nodes_;

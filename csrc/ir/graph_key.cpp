@@ -81,6 +81,7 @@ GraphKey graph_key(const Graph& g, const GraphKey& salt) {
   h.u64(0xFFFF0000u + g.outputs.size());
   for (const Value& v : g.outputs) h.u64((static_cast<uint64_t>(v.node) << 16) ^ v.index);
   h.u64(0xEEEE0000u + g.donations.size());
+  if (g.replicas != 1) h.u64(0xDDDD0000u + static_cast<uint64_t>(g.replicas));
   for (auto [p, o] : g.donations) h.u64((static_cast<uint64_t>(p) << 32) ^ static_cast<uint64_t>(o));
   return h.key();
 }

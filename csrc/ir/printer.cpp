@@ -89,7 +89,8 @@ class Printer {
       : g_(g), os_(os), p_(std::move(prefix)), functions_(functions ? functions : &own_functions_) {}
 
   std::string run() {
-    os_ << "module @torchtpu attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {\n";
+    os_ << "module @torchtpu attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = " << g_.replicas
+        << " : i32} {\n";
     os_ << "  func.func public @main(";
     for (int i = 0; i < g_.num_parameters(); ++i) {
       if (i) os_ << ", ";
@@ -192,7 +193,11 @@ class Printer {
   void print_body(int id, const Node& n) {
     if (n.body == Body::kSortAsc || n.body == Body::kSortDesc) return print_sort_body(id, n);
     // One scalar block argument pair per reduced operand.
-    size_t k = n.op == std::string("stablehlo.scatter") ? 1 : n.operands.size() / 2;
+    // (a scatter: one; a collective reduction: each operand; a reduce: inputs then inits).
+    const std::string op_name = n.op;
+    size_t k = op_name == "stablehlo.scatter"                                              ? 1
+               : op_name == "stablehlo.all_reduce" || op_name == "stablehlo.reduce_scatter" ? n.operands.size()
+                                                                                          : n.operands.size() / 2;
     os_ << " ({\n    ^bb0(";
     std::vector<std::string> lhs, rhs;
     for (size_t i = 0; i < 2 * k; ++i) {

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "ir/dtype.h"
+#include "ir/graph.h"
 
 namespace torchtpu::ops {
 
@@ -22,5 +23,10 @@ enum class Reduction { kSum, kProduct, kMin, kMax };
 std::string collective_module(Collective kind, Reduction reduction, ir::DType dtype, int64_t numel, int replicas);
 
 const char* collective_name(Collective kind);
+
+// The same collective as a node of a larger program (one replicated over
+// `replicas` devices, ir::Graph::replicas): `x` is the flat value of this
+// replica, the result its flat output, as in collective_module.
+ir::Value collective_node(ir::Graph& g, Collective kind, Reduction reduction, ir::Value x, int replicas);
 
 }  // namespace torchtpu::ops

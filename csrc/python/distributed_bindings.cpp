@@ -17,6 +17,8 @@ py::dict distributed_metrics() {
   d["host_staged_bytes"] = s.host_staged_bytes.load();
   d["point_to_point"] = s.point_to_point.load();
   d["device_programs"] = s.device_programs.load();
+  d["fused_programs"] = s.fused_programs.load();
+  d["staged_programs"] = s.staged_programs.load();
   return d;
 }
 
@@ -27,6 +29,8 @@ void reset_distributed_metrics() {
   s.host_staged_bytes = 0;
   s.point_to_point = 0;
   s.device_programs = 0;
+  s.fused_programs = 0;
+  s.staged_programs = 0;
 }
 
 void bind_distributed(py::module_& m) {

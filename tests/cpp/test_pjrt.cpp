@@ -10,6 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "ir/graph.h"
+#include "ir/printer.h"
+#include "ops/collective.h"
 #include "pjrt/compile_options.h"
 #include "pjrt/pjrt.h"
 
@@ -278,6 +281,46 @@ TEST_F(PjrtTest, PluginReadsDeviceAssignment) {
     FAIL() << "expected Error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("7"), std::string::npos) << e.what();
+  }
+}
+
+// A program holding computation and a collective, printed by the IR printer,
+// runs once on both devices: each replica doubles its input, then all of
+// them are summed (Fused Eager's thread ranks).
+TEST_F(PjrtTest, ReplicatedProgramWithCollectiveNode) {
+  for (auto kind : {ops::Collective::kAllReduce, ops::Collective::kReduceScatter, ops::Collective::kAllGather}) {
+    ir::Graph g;
+    ir::Value x = g.parameter(ir::Type{ir::DType::kF32, {6}});
+    ir::Value two = g.constant(ir::DType::kF32, 2.0, {6});
+    ir::Value y = g.add("stablehlo.multiply", {x, two}, ir::Type{ir::DType::kF32, {6}});
+    g.outputs = {ops::collective_node(g, kind, ops::Reduction::kSum, y, 2)};
+    g.replicas = 2;
+    const std::string text = ir::print_stablehlo(g);
+    ASSERT_NE(text.find("mhlo.num_replicas = 2"), std::string::npos) << text;
+    CompileOptions o;
+    o.num_replicas = 2;
+    o.portable = false;
+    o.device_ids = {0, 1};
+    ExecutablePtr exe = client2_->compile(text, o.encode());
+    BufferPtr a = client2_->buffer_from_host(kA.data(), ElementType::kF32, {6}, 0);
+    BufferPtr b = client2_->buffer_from_host(kB.data(), ElementType::kF32, {6}, 1);
+    std::vector<ExecuteResult> out = exe->execute_replicated({{a.get()}, {b.get()}});
+    ASSERT_EQ(out.size(), 2u);
+    for (int r = 0; r < 2; ++r) {
+      out[r].done->wait();
+      std::vector<float> got = download(*out[r].outputs.at(0));
+      std::vector<float> want;
+      for (size_t i = 0; i < kA.size(); ++i) {
+        if (kind == ops::Collective::kAllGather) break;
+        want.push_back(2 * kSum[i]);
+      }
+      if (kind == ops::Collective::kReduceScatter) want = std::vector<float>(want.begin() + 3 * r, want.begin() + 3 * r + 3);
+      if (kind == ops::Collective::kAllGather) {
+        for (float v : kA) want.push_back(2 * v);
+        for (float v : kB) want.push_back(2 * v);
+      }
+      EXPECT_EQ(got, want) << ops::collective_name(kind) << " replica " << r;
+    }
   }
 }
 
