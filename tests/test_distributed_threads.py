@@ -124,6 +124,24 @@ SCRIPT = textwrap.dedent(r'''
     assert sorted(errors) == [1, 2, 3] and "rank(s) 0 did not reach collective #1" in str(errors[1]), errors
     assert time.monotonic() - start < 30
 
+    # torch.compile: a graph holding a collective runs in the current eager
+    # mode (said in a warning), with the collective's result.
+    import warnings
+    def body(x, w, pg):
+        y = (x @ w).tanh()
+        dist.all_reduce(y, group=pg)
+        return y * 2
+    compiled_body = torch.compile(body, backend="tpu")
+    W = torch.randn(8, 8)
+    XC = [torch.randn(4, 8) for _ in range(N)]
+    def compiled(r, pg, dev):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for _ in range(2):
+                check(compiled_body(XC[r].to(dev), W.to(dev), pg).cpu(), 2 * sum((XC[q] @ W).tanh() for q in range(N)))
+    errors = run_ranks(compiled, "compiled")
+    assert not errors, errors
+
     # Unsupported between thread ranks: a clear error, no hang.
     def p2p(r, pg, dev):
         if r == 0:
@@ -217,6 +235,36 @@ FUSED = textwrap.dedent(r'''
         w.grad = None
     for r in range(N):
         check(trained[r], w.detach(), rtol=1e-5, atol=1e-5)
+
+    # DDP: the gradient bucket's all_reduce joins the backward program.
+    import copy, warnings
+    from torch import nn
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    model = nn.Sequential(nn.Linear(16, 32), nn.Tanh(), nn.Linear(32, 4))
+    XS, YS = [torch.randn(8, 16) for _ in range(N)], [torch.randn(8, 4) for _ in range(N)]
+    def ddp(r, pg, dev):
+        m = copy.deepcopy(model).to(dev)
+        wrapped = DDP(m, process_group=pg)
+        opt = torch.optim.SGD(wrapped.parameters(), lr=0.1)
+        for it in range(3):
+            opt.zero_grad()
+            nn.functional.mse_loss(wrapped(XS[r].to(dev)), YS[r].to(dev)).backward()
+            opt.step()
+        trained[r] = [p.detach().cpu() for p in m.parameters()]
+    texts_before = len(collective_programs())
+    errors = run_ranks(ddp, "fused_ddp")
+    assert not errors, errors
+    single = copy.deepcopy(model)
+    opt = torch.optim.SGD(single.parameters(), lr=0.1)
+    for it in range(3):
+        opt.zero_grad()
+        (sum(nn.functional.mse_loss(single(XS[q]), YS[q]) for q in range(N)) / N).backward()
+        opt.step()
+    for r in range(N):
+        for got, want in zip(trained[r], single.parameters()):
+            check(got, want.detach(), rtol=1e-5, atol=1e-5)
+    new = collective_programs()[texts_before:]
+    assert any("stablehlo.dot_general" in t and "stablehlo.all_reduce" in t for t in new), new
     print("FUSED OK")
 ''')
 

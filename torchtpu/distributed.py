@@ -48,6 +48,12 @@ def thread_group(rank, world_size, name="threads", timeout=datetime.timedelta(mi
     # Group ranks are global ranks: what rooted collectives (broadcast, gather,
     # reduce) look up for a group.
     dist.distributed_c10d._world.pg_group_ranks[pg] = {r: r for r in range(world_size)}
+    # Functional collectives (torch.compile's) find a group by its name, in a
+    # registry of the process: each rank's group gets a name of its own.
+    group_name = f"{name}:{rank}"
+    pg._set_group_name(group_name)
+    torch._C._distributed_c10d._unregister_process_group(group_name)
+    torch._C._distributed_c10d._register_process_group(group_name, pg)
     return pg
 
 
