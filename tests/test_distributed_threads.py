@@ -124,23 +124,57 @@ SCRIPT = textwrap.dedent(r'''
     assert sorted(errors) == [1, 2, 3] and "rank(s) 0 did not reach collective #1" in str(errors[1]), errors
     assert time.monotonic() - start < 30
 
-    # torch.compile: a graph holding a collective runs in the current eager
-    # mode (said in a warning), with the collective's result.
+    # torch.compile: a collective is a node of the compiled program, which
+    # runs on every call as one replicated execution of all the ranks'.
     import warnings
     def body(x, w, pg):
         y = (x @ w).tanh()
         dist.all_reduce(y, group=pg)
         return y * 2
     compiled_body = torch.compile(body, backend="tpu")
-    W = torch.randn(8, 8)
-    XC = [torch.randn(4, 8) for _ in range(N)]
+    W = torch.randn(3, 3)
+    XC = [torch.randn(3, 3) for _ in range(N)]
+    REF = sum((XC[q] @ W).tanh() for q in range(N))
     def compiled(r, pg, dev):
+        for _ in range(3):
+            check(compiled_body(XC[r].to(dev), W.to(dev), pg).cpu(), 2 * REF)
+    before, texts_before = torchtpu.debug.metrics(), len(collective_programs())
+    errors = run_ranks(compiled, "compiled")
+    assert not errors, errors
+    now = torchtpu.debug.metrics()
+    assert now["compiled"]["abandoned"] == before["compiled"]["abandoned"]
+    assert now["compiled"]["programs"] - before["compiled"]["programs"] == N  # one per rank's device
+    assert now["distributed"]["fused_programs"] - before["distributed"]["fused_programs"] == 3  # one per call
+    assert any(all(op in t for op in ("stablehlo.dot_general", "stablehlo.all_reduce", "num_replicas = 4"))
+               for t in collective_programs()[texts_before:])
+
+    # A capture that meets a host round trip after its collective (an op with
+    # no lowering) runs what it captured with the other ranks, then eagerly.
+    def with_fallback(x, w, pg):
+        y = (x @ w).tanh()
+        dist.all_reduce(y, group=pg)
+        return torch.linalg.ldl_factor(y @ y.mT + 10 * torch.eye(3, device=y.device))[0] * 2
+    compiled_fallback = torch.compile(with_fallback, backend="tpu")
+    def fallback(r, pg, dev):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             for _ in range(2):
-                check(compiled_body(XC[r].to(dev), W.to(dev), pg).cpu(), 2 * sum((XC[q] @ W).tanh() for q in range(N)))
-    errors = run_ranks(compiled, "compiled")
+                check(compiled_fallback(XC[r].to(dev), W.to(dev), pg).cpu(),
+                      torch.linalg.ldl_factor(REF @ REF.mT + 10 * torch.eye(3))[0] * 2)
+    errors = run_ranks(fallback, "compiled_fallback")
     assert not errors, errors
+
+    # One rank runs the function eagerly, the others compiled: every rank
+    # raises, naming each side, at once.
+    compiled_again = torch.compile(body, backend="tpu")
+    def mixed(r, pg, dev):
+        (body if r == 0 else compiled_again)(XC[r].to(dev), W.to(dev), pg).cpu()
+    start = time.monotonic()
+    errors = run_ranks(mixed, "compiled_mixed")
+    assert sorted(errors) == [0, 1, 2, 3] and time.monotonic() - start < 20, errors
+    for e in errors.values():
+        assert "rank 0: all_reduce(sum) float32[3, 3]" in str(e) and \
+            "rank 1: compiled program: all_reduce(sum) float32[3, 3]" in str(e), e
 
     # Unsupported between thread ranks: a clear error, no hang.
     def p2p(r, pg, dev):

@@ -105,8 +105,9 @@ std::optional<std::vector<at::Tensor>> CompiledProgram::run(const std::vector<at
   std::unique_lock<std::recursive_mutex> lock(rt.device_lock(device_));
   std::vector<eager::SlotPtr> slots;
   bool ran = false;
+  std::unique_ptr<eager::Task> grouped;
   try {
-    slots = program_->run(in, issuer(), &ran);
+    slots = program_->run(in, issuer(), &ran, &grouped);
   } catch (const eager::DeviceError& e) {
     lock.unlock();
     rethrow_device_error(e.described());
@@ -135,6 +136,8 @@ std::optional<std::vector<at::Tensor>> CompiledProgram::run(const std::vector<at
     checks.push_back(std::move(r));
   }
   lock.unlock();
+  // A program holding collectives runs with the other ranks' (thread ranks).
+  if (grouped) program_->group()->run_program(program_->group_rank(), std::move(grouped), program_->collectives());
   queue_checks(std::move(checks), /*raise_in_debug=*/true);
   return out;
 }

@@ -1,5 +1,7 @@
 #include "distributed/local_group.h"
 
+#include <Python.h>
+
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -92,6 +94,21 @@ at::Tensor wrap(pjrt::BufferPtr b, int64_t numel, const at::Tensor& like, ir::DT
   aten::storage_value(r)->set_buffer(std::move(b), dt);
   return r;
 }
+
+// Lets other Python threads run while this one waits for the other ranks
+// (a compiled call comes here holding the GIL; the other ranks are threads).
+class WithoutGil {
+ public:
+  WithoutGil() : state_(Py_IsInitialized() && PyGILState_Check() ? PyEval_SaveThread() : nullptr) {}
+  ~WithoutGil() {
+    if (state_) PyEval_RestoreThread(state_);
+  }
+  WithoutGil(const WithoutGil&) = delete;
+  WithoutGil& operator=(const WithoutGil&) = delete;
+
+ private:
+  PyThreadState* state_;
+};
 
 // A run for values computed outside the executor, once they are.
 eager::RunPtr finished_run() {
@@ -280,7 +297,10 @@ at::Tensor LocalGroup::fused(int rank, ops::Collective kind, ops::Reduction redu
                              const at::Tensor& in, std::chrono::milliseconds timeout) {
   eager::Runtime& rt = eager::Runtime::get();
   const int dev = in.device().index();
-  if (rt.mode() != eager::EagerMode::kFused || in.numel() == 0 || eager::Capture::active(dev)) return {};
+  timeout_ms_ = timeout.count();
+  eager::Capture* capture = eager::Capture::active(dev);
+  if (in.numel() == 0 || (!capture && rt.mode() != eager::EagerMode::kFused)) return {};
+  if (capture && !capture->join(shared_from_this(), rank, signature)) return {};
   const ir::DType dt = aten::to_ir(in.scalar_type());
   at::Tensor result;
   std::unique_ptr<eager::Task> task;
@@ -290,6 +310,7 @@ at::Tensor LocalGroup::fused(int rank, ops::Collective kind, ops::Reduction redu
     ir::Value y = ops::collective_node(k.b().graph(), kind, reduction, x, size_);
     result = k.out(y, in.scalar_type());
     k.run();
+    if (capture) return result;  // a node of the captured program
     task = rt.fused(dev).take_task(aten::storage_value(result));
   }
   // The collective is the program's last node and its result one of the outputs.
@@ -346,6 +367,25 @@ at::Tensor LocalGroup::fused(int rank, ops::Collective kind, ops::Reduction redu
   }
   collected->fail(std::make_shared<eager::DeviceError>(error, 0));
   TORCH_CHECK(false, error);
+}
+
+void LocalGroup::run_program(int rank, std::unique_ptr<eager::Task> task, const std::string& signature) {
+  Program program{task.get(), task->key};
+  if (program.key == ir::GraphKey{}) program.key = ir::graph_key(*task->graph, ir::GraphKey{});
+  std::string error;
+  WithoutGil unlocked;
+  try {
+    if (meet_program(rank, Entry{"compiled program: " + signature, task->device, nullptr}, program,
+                     std::chrono::milliseconds(timeout_ms_.load()))) {
+      return;
+    }
+    error = "tpu_dist: the ranks compiled different programs around the same collectives (" + signature +
+            "); compiled functions holding collectives must be the same on every rank";
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  auto failure = std::make_shared<eager::DeviceError>(error, 0, task->sites);
+  for (const eager::SlotPtr& o : task->outputs) o->fail(failure);
 }
 
 std::vector<std::string> LocalGroup::compiled_programs() {

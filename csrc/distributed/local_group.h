@@ -5,6 +5,7 @@
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
 #include <chrono>
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <map>
@@ -13,13 +14,10 @@
 #include <string>
 #include <vector>
 
+#include "eager/replica_group.h"
 #include "ir/graph_key.h"
 #include "ops/collective.h"
 #include "pjrt/pjrt.h"
-
-namespace torchtpu::eager {
-struct Task;
-}
 
 namespace torchtpu::distributed {
 
@@ -38,7 +36,10 @@ namespace torchtpu::distributed {
 // devices and run as one execution, computation and communication together.
 // Ranks whose programs differ (one ran extra ops, MPMD) each run their
 // program without the collective, then the collective alone, as above.
-class LocalGroup {
+// Inside torch.compile's capture a collective is a node of the captured
+// program, which then runs with the other ranks' on every call
+// (ReplicaGroup); there the ranks must compile the same program.
+class LocalGroup : public eager::ReplicaGroup, public std::enable_shared_from_this<LocalGroup> {
  public:
   // The process-wide group `name` of `size` ranks (created on first use).
   static std::shared_ptr<LocalGroup> get(const std::string& name, int size);
@@ -56,9 +57,12 @@ class LocalGroup {
   // Fused Eager: `kind` over `in` as the last node of this rank's pending
   // program (see above). Returns the flat result (a new tensor), or an
   // undefined tensor when the collective cannot join the program (another
-  // mode, a capture, an empty tensor): the caller then runs it alone.
+  // mode, an empty tensor, a capture joined to another group): the caller
+  // then runs it alone.
   at::Tensor fused(int rank, ops::Collective kind, ops::Reduction reduction, const std::string& signature,
                    const at::Tensor& in, std::chrono::milliseconds timeout);
+
+  void run_program(int rank, std::unique_ptr<eager::Task> task, const std::string& signature) override;
 
   // Programs run, for tests and metrics.
   int64_t executions() const { return executions_; }
@@ -105,6 +109,7 @@ class LocalGroup {
   std::string failed_;  // set once: every later collective raises it
   std::map<std::string, pjrt::ExecutablePtr> executables_;
   int64_t executions_ = 0;
+  std::atomic<int64_t> timeout_ms_{300000};  // the last timeout a collective gave (for compiled programs)
 };
 
 }  // namespace torchtpu::distributed

@@ -74,7 +74,20 @@ void Capture::abandon(const char* why) {
   abandoned_ = true;
   why_ = why;
   metrics().captures_abandoned.fetch_add(1, std::memory_order_relaxed);
+  // What it captured holds collectives: it runs with the other ranks'.
+  if (group_) {
+    if (std::unique_ptr<Task> t = graph_.take_pending()) group_->run_program(group_rank_, std::move(t), collectives_);
+    return;
+  }
   graph_.flush(FusedGraph::Reason::kSync);
+}
+
+bool Capture::join(std::shared_ptr<ReplicaGroup> group, int rank, const std::string& signature) {
+  if (group_ && (group_ != group || group_rank_ != rank)) return false;
+  group_ = std::move(group);
+  group_rank_ = rank;
+  collectives_ += (collectives_.empty() ? "" : "; ") + signature;
+  return true;
 }
 
 void Capture::abandon_holding(const StorageValue* s, const char* why) {
@@ -188,26 +201,36 @@ std::shared_ptr<Program> Capture::finish(const std::vector<StorageValue*>& input
   }
   prog->sites_ = std::move(t.sites);
   prog->graph_ = std::make_shared<const ir::Graph>(std::move(g));
+  prog->key_ = ir::graph_key(*prog->graph_, ir::GraphKey{});
+  prog->group_ = group_;
+  prog->group_rank_ = group_rank_;
+  prog->collectives_ = collectives_;
   metrics().captured_programs.fetch_add(1, std::memory_order_relaxed);
   lock.unlock();
   bool hit = false;
-  prog->exe_ = rt.executable_for(*prog->graph_, &hit);
+  if (!group_) prog->exe_ = rt.executable_for(*prog->graph_, &hit);
 
   // This call's values: every storage the graph wrote takes its output.
-  std::lock_guard<std::recursive_mutex> relock(rt.device_lock(device_));
+  std::unique_lock<std::recursive_mutex> relock(rt.device_lock(device_));
   bool ran = false;
-  std::vector<SlotPtr> slots = prog->run(inputs, issuer, &ran);
+  std::unique_ptr<Task> grouped;
+  std::vector<SlotPtr> slots = prog->run(inputs, issuer, &ran, &grouped);
   if (!ran) throw std::logic_error("a captured program could not run on its own capture's inputs");
   for (size_t i = 0; i < installed.size(); ++i) installed[i]->set_slot(slots[i], prog->output_dtypes_[i]);
+  relock.unlock();
+  if (grouped) group_->run_program(group_rank_, std::move(grouped), collectives_);
   return prog;
 }
 
-std::vector<SlotPtr> Program::run(const std::vector<StorageValue*>& inputs, uint64_t issuer, bool* ran) {
+std::vector<SlotPtr> Program::run(const std::vector<StorageValue*>& inputs, uint64_t issuer, bool* ran,
+                                  std::unique_ptr<Task>* grouped) {
   Runtime& rt = Runtime::get();
   *ran = false;
+  if (group_ && !grouped) throw std::logic_error("a program holding collectives runs through its group");
   auto t = std::make_unique<Task>();
   t->device = device_;
   t->graph = graph_;
+  t->key = key_;
   t->ready_exe = exe_;
   t->sites = sites_;
   for (OpSite& s : t->sites) s.where.issuer = issuer;
@@ -240,8 +263,12 @@ std::vector<SlotPtr> Program::run(const std::vector<StorageValue*>& inputs, uint
   // Overwritten inputs take their new values now, so later work reads them.
   for (const Mutation& m : mutations_) inputs[static_cast<size_t>(m.input)]->set_slot(out[m.output], m.dtype);
   metrics().program_runs.fetch_add(1, std::memory_order_relaxed);
-  rt.submit(std::move(t));
   *ran = true;
+  if (group_) {
+    *grouped = std::move(t);
+    return out;
+  }
+  rt.submit(std::move(t));
   return out;
 }
 

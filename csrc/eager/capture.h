@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "eager/fused_graph.h"
+#include "eager/replica_group.h"
 
 namespace torchtpu::eager {
 
@@ -49,8 +50,16 @@ class Program {
   // in order). Returns one slot per requested output; installs the new
   // values of the overwritten inputs. Returns no slots and runs nothing
   // when an input holds no value (the caller runs the function eagerly).
-  // `issuer`: the thread its errors belong to (slot.h).
-  std::vector<SlotPtr> run(const std::vector<StorageValue*>& inputs, uint64_t issuer, bool* ran);
+  // `issuer`: the thread its errors belong to (slot.h). A program holding
+  // collectives of a ReplicaGroup is not queued: its task goes to `grouped`,
+  // for the caller to hand to group() once it holds no device lock.
+  std::vector<SlotPtr> run(const std::vector<StorageValue*>& inputs, uint64_t issuer, bool* ran,
+                           std::unique_ptr<Task>* grouped = nullptr);
+  // The group whose collectives the program holds (else null), this rank's
+  // place in it, and the collectives' signature.
+  ReplicaGroup* group() const { return group_.get(); }
+  int group_rank() const { return group_rank_; }
+  const std::string& collectives() const { return collectives_; }
 
   int device() const { return device_; }
   int64_t ops() const { return ops_; }
@@ -62,7 +71,11 @@ class Program {
  private:
   friend class Capture;
   std::shared_ptr<const ir::Graph> graph_;
-  pjrt::ExecutablePtr exe_;
+  ir::GraphKey key_;
+  pjrt::ExecutablePtr exe_;  // null for a grouped program (the group compiles it)
+  std::shared_ptr<ReplicaGroup> group_;
+  int group_rank_ = -1;
+  std::string collectives_;
   std::vector<Arg> args_;
   std::vector<ir::DType> output_dtypes_;
   size_t requested_ = 0;
@@ -110,11 +123,18 @@ class Capture {
   static void forget(StorageValue* s);
 
   FusedGraph& graph() { return graph_; }
+  // A collective of `group` (as rank `rank`) joins the capture: the program
+  // runs with the other ranks' (ReplicaGroup). False when the capture holds
+  // collectives of another group already.
+  bool join(std::shared_ptr<ReplicaGroup> group, int rank, const std::string& signature);
 
  private:
   void abandon(const char* why);
   int device_;
   FusedGraph graph_;
+  std::shared_ptr<ReplicaGroup> group_;
+  int group_rank_ = -1;
+  std::string collectives_;
   Capture* outer_;
   bool abandoned_ = false, finished_ = false;
   std::string why_;

@@ -39,6 +39,8 @@ class FusedGraph {
   // The pending graph that computes storage `s`, as a task not yet queued
   // (its output slots installed), for the caller to run; null if none.
   std::unique_ptr<Task> take_task(const StorageValue* s);
+  // A capture's pending graph as such a task (null if empty).
+  std::unique_ptr<Task> take_pending() { return pending_.empty() ? nullptr : make_task(*pending_.front(), Reason::kSync); }
   // A storage died: it will not be an output.
   void forget(StorageValue* s);
   int64_t pending_ops() const;
