@@ -6,7 +6,12 @@
 - all_reduce from 1 KB to 64 MB at 2 processes: tpu tensors through tpu_dist
   (on XLA:CPU staged through Gloo on the host) against Gloo on CPU tensors of
   the same group, as bus bandwidth (2 (n-1)/n bytes per rank and second) and
-  the ratio of the two times.
+  the ratio of the two times;
+- DDP of the same decoder on 4 ranks that are threads of one process over 4
+  XLA:CPU devices (torchtpu.distributed.thread_group), in Strict Eager (each
+  bucket's all_reduce a program of its own) against Fused Eager (the
+  all_reduce joins the backward program that computes the bucket, one
+  replicated execution for all ranks), in the same run.
 Prints one JSON line per result.
 
     python benchmarks/distributed.py            # everything (about two minutes)
@@ -105,6 +110,63 @@ def worker(args):
     dist.destroy_process_group()
 
 
+def threads(args):
+    import copy
+    import datetime
+    import threading
+
+    import torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    import torchtpu
+    from torchtpu.distributed import thread_group
+    from torchtpu.testing import models
+
+    world = 4
+    torch.manual_seed(0)
+    data = models.CharData()
+    base = models.TinyGPT(data.vocab, width=64, layers=4, heads=4, max_len=32)
+    results = {}
+    for mode in ("strict", "fused"):
+        torchtpu.set_eager_mode(mode)
+        before = torchtpu.debug.metrics()["distributed"]
+        times = {}
+
+        def rank_body(rank):
+            dev = torch.device("tpu", rank)
+            pg = thread_group(rank, world, name=f"bench_{mode}", timeout=datetime.timedelta(minutes=5))
+            model = DDP(copy.deepcopy(base).to(dev), process_group=pg)
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+            gen = torch.Generator().manual_seed(rank)
+            steps = []
+            for step in range(args.warmup + args.steps):
+                x, y = data.batch(4, 32, gen)
+                t0 = time.perf_counter()
+                loss = model(x.to(dev), y.to(dev))
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                loss.item()
+                if step >= args.warmup:
+                    steps.append(time.perf_counter() - t0)
+            times[rank] = statistics.median(steps)
+
+        ranks = [threading.Thread(target=rank_body, args=(r,)) for r in range(world)]
+        [t.start() for t in ranks]
+        [t.join() for t in ranks]
+        after = torchtpu.debug.metrics()["distributed"]
+        steps_run = world * (args.warmup + args.steps)
+        results[mode] = max(times.values()) * 1e3
+        emit(bench="ddp_decoder_small_thread_ranks", mode=mode, ranks=world, metric="step_time",
+             value=round(results[mode], 2), unit="ms",
+             collective_programs_per_step=round((after["device_programs"] - before["device_programs"]) * world
+                                                / steps_run, 2),
+             joined_programs_per_step=round((after["fused_programs"] - before["fused_programs"]) * world
+                                            / steps_run, 2))
+    emit(bench="ddp_decoder_small_thread_ranks", metric="fused_over_strict_step_time",
+         value=round(results["fused"] / results["strict"], 2), unit="x")
+
+
 def launch(nproc, what, args):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -127,12 +189,14 @@ def launch(nproc, what, args):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--worker", choices=["ddp", "allreduce"])
+    p.add_argument("--worker", choices=["ddp", "allreduce", "threads"])
     p.add_argument("--steps", type=int, default=None)
     p.add_argument("--warmup", type=int, default=3)
     args = p.parse_args()
     if args.steps is None:
         args.steps = 5 if args.quick else 20
+    if args.worker == "threads":
+        return threads(args)
     if args.worker:
         args.what = args.worker
         return worker(args)
@@ -141,6 +205,14 @@ def main():
         emit(bench="ddp_decoder_small", metric="step_time_ratio", processes=n,
              value=round(ddp[n]["value"] / ddp[1]["value"], 2), unit=f"x the 1-process step")
     launch(2, "allreduce", args)
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", "threads", "--steps", str(args.steps),
+           "--warmup", str(args.warmup)]
+    out = subprocess.run(cmd, env=dict(os.environ, OMP_NUM_THREADS="1", TORCHTPU_CPU_DEVICES="4"),
+                         capture_output=True, text=True, timeout=1800)
+    rows = [line for line in out.stdout.splitlines() if line.startswith("{")]
+    if out.returncode != 0 or not rows:
+        raise SystemExit(f"thread ranks failed:\n{out.stdout[-2000:]}\n{out.stderr[-4000:]}")
+    print("\n".join(rows), flush=True)
 
 
 if __name__ == "__main__":

@@ -299,6 +299,12 @@ FUSED = textwrap.dedent(r'''
             check(got, want.detach(), rtol=1e-5, atol=1e-5)
     new = collective_programs()[texts_before:]
     assert any("stablehlo.dot_general" in t and "stablehlo.all_reduce" in t for t in new), new
+    # Each rank's programs end where its own code says (its backward's end
+    # cuts no other rank's graph), so the same training again compiles nothing.
+    compilations = torchtpu.debug.metrics()["compilations"]
+    errors = run_ranks(ddp, "fused_ddp_again")
+    assert not errors, errors
+    assert torchtpu.debug.metrics()["compilations"] == compilations
     print("FUSED OK")
 ''')
 

@@ -8,6 +8,7 @@
 #include <torch/csrc/autograd/graph_task.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <mutex>
 
@@ -116,8 +117,10 @@ c10::Device Kernel::check_device(const char* op, c10::Device device) {
 }
 
 namespace {
-// The backward pass (graph task) that last queued its end-of-backward flush.
-std::atomic<int> flush_queued_for{-1};
+// Per device: the backward pass (graph task) that last queued its
+// end-of-backward flush, plus one (0: none); devices past the last slot
+// share it.
+std::array<std::atomic<int>, 64> flush_queued_for{};
 }  // namespace
 
 namespace {
@@ -251,10 +254,22 @@ void Kernel::run() {
   }
   // Fused Eager materializes at the end of backward(): the first op of a
   // backward pass on the device queues a callback that runs when it ends.
+  // It queues the pending graph of the thread the pass belongs to, on this
+  // device only: other threads' graphs (ranks that are threads) are cut where
+  // their own code says.
   if (eager::Runtime::get().mode() == eager::EagerMode::kFused && torch::autograd::get_current_node()) {
     const int task = torch::autograd::get_current_graph_task_id();
-    if (task != -1 && flush_queued_for.exchange(task) != task)
-      torch::autograd::Engine::get_default_engine().queue_callback([] { eager::Runtime::get().flush_fused(); });
+    const int device = device_.index();
+    auto& queued = flush_queued_for[std::min<size_t>(static_cast<size_t>(device), flush_queued_for.size() - 1)];
+    if (task != -1 && queued.exchange(task + 1) != task + 1) {
+      const uint64_t issuer = og_.site().where.issuer;
+      torch::autograd::Engine::get_default_engine().queue_callback([device, issuer] {
+        eager::Runtime& rt = eager::Runtime::get();
+        std::lock_guard<std::recursive_mutex> lock(rt.device_lock(device));
+        rt.fused(device).flush_issuer(issuer);
+        eager::Capture::abandon_all(device, "a synchronization");
+      });
+    }
   }
 }
 

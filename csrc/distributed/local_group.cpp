@@ -27,6 +27,25 @@ std::vector<std::string>& program_texts() {
   return *v;
 }
 
+// The executable of the program `key` (its text, or a digest of it) for one
+// replica per device of `devices`, compiled from text() on first use; kept
+// for the process (groups of the same devices share it).
+pjrt::ExecutablePtr replicated(const std::string& key, const std::function<std::string()>& text,
+                               const std::vector<int64_t>& devices) {
+  static auto* cache = new std::map<std::string, pjrt::ExecutablePtr>();
+  std::ostringstream k;
+  k << key;
+  for (int64_t d : devices) k << " " << d;
+  std::lock_guard<std::mutex> lock(programs_mu);
+  pjrt::ExecutablePtr& exe = (*cache)[k.str()];
+  if (!exe) {
+    const std::string t = text();
+    exe = eager::Runtime::get().compile_replicated(t, devices);
+    program_texts().push_back(t);
+  }
+  return exe;
+}
+
 // The CPU client runs one collective launch at a time: groups take turns.
 std::mutex& launch_mu() {
   static std::mutex m;
@@ -192,16 +211,8 @@ void LocalGroup::execute(ops::Collective kind, ops::Reduction reduction, ir::DTy
   results_.assign(size_, nullptr);
   if (!entries_[0].input || numel == 0) return;  // a barrier, or nothing to move
   const std::vector<int64_t> devices = this->devices();
-  std::string text = ops::collective_module(kind, reduction, dtype, numel, size_);
-  std::ostringstream key;
-  key << text;
-  for (int64_t d : devices) key << " " << d;
-  pjrt::ExecutablePtr& exe = executables_[key.str()];
-  if (!exe) {
-    exe = eager::Runtime::get().compile_replicated(text, devices);
-    std::lock_guard<std::mutex> lock(programs_mu);
-    program_texts().push_back(text);
-  }
+  const std::string text = ops::collective_module(kind, reduction, dtype, numel, size_);
+  pjrt::ExecutablePtr exe = replicated(text, [&] { return text; }, devices);
 
   std::vector<std::vector<pjrt::Buffer*>> args;
   for (auto& e : entries_) args.push_back({e.input.get()});
@@ -248,19 +259,12 @@ bool LocalGroup::run_programs() {
   std::vector<pjrt::ExecuteResult> out;
   if (!failure) {
     try {
-      std::ostringstream key;
-      key << first.key.hex();
-      for (int64_t d : devices) key << " " << d;
-      pjrt::ExecutablePtr& exe = executables_[key.str()];
-      if (!exe) {
+      pjrt::ExecutablePtr exe = replicated(first.key.hex(), [&] {
         ir::Graph g = *first.task->graph;
         g.replicas = size_;
         g.donations.clear();
-        const std::string text = ir::print_stablehlo(g);
-        exe = eager::Runtime::get().compile_replicated(text, devices);
-        std::lock_guard<std::mutex> lock(programs_mu);
-        program_texts().push_back(text);
-      }
+        return ir::print_stablehlo(g);
+      }, devices);
       std::vector<std::vector<pjrt::Buffer*>> args;
       for (const Program* p : programs_) {
         args.emplace_back();

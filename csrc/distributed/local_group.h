@@ -107,7 +107,6 @@ class LocalGroup : public eager::ReplicaGroup, public std::enable_shared_from_th
   std::vector<const Program*> programs_;
   bool programs_ran_ = false;
   std::string failed_;  // set once: every later collective raises it
-  std::map<std::string, pjrt::ExecutablePtr> executables_;
   int64_t executions_ = 0;
   std::atomic<int64_t> timeout_ms_{300000};  // the last timeout a collective gave (for compiled programs)
 };

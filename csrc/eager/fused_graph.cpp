@@ -162,6 +162,11 @@ void FusedGraph::flush(Reason why) {
   for (const auto& p : pending_) flush(*p, why);
 }
 
+void FusedGraph::flush_issuer(uint64_t issuer) {
+  for (const auto& p : pending_)
+    if (issuer == kAnyIssuer || p->issuer == issuer) flush(*p, Reason::kSync);
+}
+
 void FusedGraph::flush_for(const StorageValue* s) {
   if (s->pending_gen == 0) return;
   for (const auto& p : pending_)

@@ -34,6 +34,8 @@ class FusedGraph {
               const std::vector<OpGraph::Output>& outputs, const OpSite& site);
   // Queues every pending graph, each as one program (nothing if empty).
   void flush(Reason why);
+  // Queues the pending graph of thread `issuer` (every one for kAnyIssuer).
+  void flush_issuer(uint64_t issuer);
   // Queues the pending graph that computes storage `s`, if any.
   void flush_for(const StorageValue* s);
   // The pending graph that computes storage `s`, as a task not yet queued
