@@ -31,6 +31,30 @@ def emit(**row):
     print(json.dumps(row), flush=True)
 
 
+def train_steps(model, data, dev, rank, args, before_step=None):
+    """Runs args.warmup + args.steps steps of the decoder (per-rank batch 4,
+    AdamW); returns the times of the steps after the warm-up, in seconds.
+    before_step(timed) is called before each step."""
+    import torch
+
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    gen = torch.Generator().manual_seed(rank)
+    times = []
+    for step in range(args.warmup + args.steps):
+        x, y = data.batch(4, 32, gen)
+        if before_step:
+            before_step(step >= args.warmup)
+        t0 = time.perf_counter()
+        loss = model(x.to(dev), y.to(dev))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        loss.item()
+        if step >= args.warmup:
+            times.append(time.perf_counter() - t0)
+    return times
+
+
 def worker(args):
     import torch
     import torch.distributed as dist
@@ -47,9 +71,7 @@ def worker(args):
         torch.manual_seed(0)
         data = models.CharData()
         model = DDP(models.TinyGPT(data.vocab, width=64, layers=4, heads=4, max_len=32).to(dev))
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-        gen = torch.Generator().manual_seed(rank)
-        comm = [0.0]
+        comms = []  # the communication time of each timed step, in seconds
 
         def timed_allreduce(state, bucket):
             torch.tpu.synchronize()  # the bucket's gradients are computed: time the communication alone
@@ -59,23 +81,12 @@ def worker(args):
             out = fut.then(lambda f: f.value()[0].div_(world))
             out.wait()
             torch.tpu.synchronize()
-            comm[0] += time.perf_counter() - t0
+            if comms:
+                comms[-1] += time.perf_counter() - t0
             return out
 
         model.register_comm_hook(None, timed_allreduce)
-        times, comms = [], []
-        for step in range(args.warmup + args.steps):
-            x, y = data.batch(4, 32, gen)
-            comm[0] = 0.0
-            t0 = time.perf_counter()
-            loss = model(x.to(dev), y.to(dev))
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            loss.item()
-            if step >= args.warmup:
-                times.append(time.perf_counter() - t0)
-                comms.append(comm[0])
+        times = train_steps(model, data, dev, rank, args, lambda timed: comms.append(0.0) if timed else None)
         if rank == 0:
             step_ms, comm_ms = statistics.median(times) * 1e3, statistics.median(comms) * 1e3
             emit(bench="ddp_decoder_small", processes=world, metric="step_time", value=round(step_ms, 2),
@@ -136,20 +147,7 @@ def threads(args):
             dev = torch.device("tpu", rank)
             pg = thread_group(rank, world, name=f"bench_{mode}", timeout=datetime.timedelta(minutes=5))
             model = DDP(copy.deepcopy(base).to(dev), process_group=pg)
-            opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-            gen = torch.Generator().manual_seed(rank)
-            steps = []
-            for step in range(args.warmup + args.steps):
-                x, y = data.batch(4, 32, gen)
-                t0 = time.perf_counter()
-                loss = model(x.to(dev), y.to(dev))
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                loss.item()
-                if step >= args.warmup:
-                    steps.append(time.perf_counter() - t0)
-            times[rank] = statistics.median(steps)
+            times[rank] = statistics.median(train_steps(model, data, dev, rank, args))
 
         ranks = [threading.Thread(target=rank_body, args=(r,)) for r in range(world)]
         [t.start() for t in ranks]

@@ -21,7 +21,7 @@ struct Stats {
   std::atomic<int64_t> point_to_point{0};      // send and recv
   std::atomic<int64_t> device_programs{0};     // replicated collective programs run (thread ranks)
   std::atomic<int64_t> fused_programs{0};      // of which Fused Eager programs ending in their collective
-  std::atomic<int64_t> staged_programs{0};     // Fused collectives run apart from their program (per rank)
+  std::atomic<int64_t> staged_programs{0};     // Fused collectives run apart from their program (per rank, failures too)
 };
 Stats& stats();
 
