@@ -206,6 +206,41 @@ def test_grad_scaler_training_matches_cpu(fused):
         torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
 
 
+def test_scaler_kernels_check_their_operands():
+    grads = [torch.ones(2).to("tpu")]
+    one = torch.ones(1).to("tpu")
+    with pytest.raises(RuntimeError, match="found_inf must be a one-element float32 tensor, got \\[2\\]"):
+        torch._amp_foreach_non_finite_check_and_unscale_(grads, torch.zeros(2).to("tpu"), one)
+    with pytest.raises(RuntimeError, match="growth_tracker must be a one-element int32 tensor"):
+        torch._amp_update_scale_(one.clone(), torch.zeros(1).to("tpu"), torch.zeros(1).to("tpu"), 2.0, 0.5, 2)
+
+
+def test_grad_scaler_float64_parameters():
+    """float64 gradients go through the same kernels: steps, skipped steps and
+    scale changes as on the CPU."""
+    torch.manual_seed(0)
+    x = torch.randn(8, 4, dtype=torch.float64)
+    runs = {}
+    for device in ("cpu", "tpu"):
+        torch.manual_seed(1)
+        model = torch.nn.Linear(4, 2).double().to(device)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        scaler = torch.amp.GradScaler(device, init_scale=2.0 ** 10, growth_interval=2)
+        scales = []
+        for step in range(5):
+            opt.zero_grad()
+            loss = model(x.to(device)).sum() * (math.inf if step == 2 else 1.0)
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            scales.append(scaler.get_scale())
+        runs[device] = ([p.detach().cpu() for p in model.parameters()], scales)
+    assert runs["tpu"][1] == runs["cpu"][1] == [1024.0, 2048.0, 1024.0, 1024.0, 2048.0]
+    for g, w in zip(runs["tpu"][0], runs["cpu"][0]):
+        assert g.dtype == torch.float64
+        torch.testing.assert_close(g, w)
+
+
 def test_float16_autocast_with_scaler():
     """float16 autocast with a scaler against the CPU doing the same casts by
     hand: the first step overflows float16 (2**16 times a sum of inputs) and

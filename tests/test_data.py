@@ -61,6 +61,19 @@ def test_same_batches_in_order():
     same(list(loader), want)  # a second pass
 
 
+def test_iterable_dataset_without_length():
+    class Numbers(torch.utils.data.IterableDataset):
+        def __iter__(self):
+            return (torch.full((2,), float(i)) for i in range(5))
+
+    loader = torch.utils.data.DataLoader(Numbers(), batch_size=2)
+    got = list(DeviceLoader(loader, "tpu", shard=False))
+    same(got, list(loader))
+    assert [len(b) for b in got] == [2, 2, 1]
+    with pytest.raises(TypeError, match="len"):
+        len(DeviceLoader(loader, "tpu", shard=False))
+
+
 def test_dataloader_and_training_step():
     ds = torch.utils.data.TensorDataset(torch.randn(20, 5), torch.randint(0, 3, (20,)))
     dl = torch.utils.data.DataLoader(ds, batch_size=6)

@@ -47,18 +47,24 @@ def test_other_copies():
     assert empty.shape == (0, 3) and empty.cpu().numel() == 0
 
 
-def test_events_query_and_time_device_work():
-    torchtpu.set_eager_mode("strict")
-    a = torch.randn(700, 700).to(dev)
+def timed_matmuls(start, end, n, count):
+    """Records `start`, issues `count` matmuls of n x n, records `end`;
+    returns (when it began, seconds spent issuing)."""
+    a = torch.randn(n, n).to(dev)
     torchtpu.synchronize()
-    start, end = torch.tpu.Event(enable_timing=True), torch.tpu.Event(enable_timing=True)
     t0 = time.perf_counter()
     start.record()
     x = a
-    for _ in range(30):
+    for _ in range(count):
         x = torch.tanh(x @ a)
     end.record()
-    issued = time.perf_counter() - t0
+    return t0, time.perf_counter() - t0
+
+
+def test_events_query_and_time_device_work():
+    torchtpu.set_eager_mode("strict")
+    start, end = torch.tpu.Event(enable_timing=True), torch.tpu.Event(enable_timing=True)
+    t0, issued = timed_matmuls(start, end, 700, 30)
     done_at_once = end.query()
     end.synchronize()
     wall = time.perf_counter() - t0
@@ -106,15 +112,8 @@ def test_generic_torch_stream_and_event():
     with s:
         assert torch.accelerator.current_stream().stream_id == s.stream_id
     assert torch.accelerator.current_stream().stream_id == 0
-    a = torch.randn(400, 400).to(dev)
-    torchtpu.synchronize()
     start, end = torch.Event(device="tpu", enable_timing=True), torch.Event(device="tpu", enable_timing=True)
-    t0 = time.perf_counter()
-    start.record()
-    x = a
-    for _ in range(10):
-        x = torch.tanh(x @ a)
-    end.record()
+    t0, _ = timed_matmuls(start, end, 400, 10)
     end.synchronize()
     wall = (time.perf_counter() - t0) * 1000
     assert end.query()

@@ -129,7 +129,7 @@ class JaxKernel:
         base = re.sub(r"\W", "_", name or getattr(fn, "__name__", "kernel")) or "kernel"
         self.opname = f"{base}_{next(_ids)}"
         self._exports = {}
-        self._vjp = None
+        self._vjp = {}  # backward kernels, by which inputs and outputs are differentiable
         functools.update_wrapper(self, fn, updated=())
         lib = _library()
         lib.define(f"{self.opname}(Tensor[] args) -> Tensor[]")
@@ -232,8 +232,6 @@ class JaxKernel:
 
     def _vjp_kernel(self, n, floats, float_outs):
         key = (n, floats, float_outs)
-        if self._vjp is None:
-            self._vjp = {}
         if key not in self._vjp:
             jax = _jax()
             fn = self.fn

@@ -124,17 +124,19 @@ void fused_sgd_tensor_lr(at::TensorList p, at::TensorList g, at::TensorList bufs
            {weight_decay, momentum, dampening, nesterov, maximize, first_step}, grad_scale, found_inf);
 }
 
+// GradScaler's one-element operands: `t` (named `what`) must hold one value of `dtype`.
+void check_one_element(const char* op, const char* what, const at::Tensor& t, at::ScalarType dtype) {
+  TORCH_CHECK(t.numel() == 1 && t.scalar_type() == dtype, op, ": ", what, " must be a one-element ",
+              c10::getDtypeNames(dtype).first, " tensor, got ", t.sizes(), " ", t.scalar_type());
+}
+
 // GradScaler's unscale: every gradient times inv_scale (in float32 for
 // reduced types, as CUDA computes it); found_inf becomes 1 when any value of
 // any gradient is NaN or Inf, and otherwise keeps what it held.
 void amp_unscale(at::TensorList grads, at::Tensor& found_inf, const at::Tensor& inv_scale) {
   const char* op = "aten::_amp_foreach_non_finite_check_and_unscale_";
-  TORCH_CHECK(found_inf.numel() == 1 && found_inf.scalar_type() == at::kFloat, op,
-              ": found_inf must be a one-element float32 tensor, got ", found_inf.sizes(), " ",
-              found_inf.scalar_type());
-  TORCH_CHECK(inv_scale.numel() == 1 && inv_scale.scalar_type() == at::kFloat, op,
-              ": inv_scale must be a one-element float32 tensor, got ", inv_scale.sizes(), " ",
-              inv_scale.scalar_type());
+  check_one_element(op, "found_inf", found_inf, at::kFloat);
+  check_one_element(op, "inv_scale", inv_scale, at::kFloat);
   if (grads.empty()) return;
   for (const at::Tensor& g : grads)
     TORCH_CHECK(at::isFloatingType(g.scalar_type()), op, ": gradients must be floating point, got ",
@@ -162,14 +164,9 @@ void amp_unscale(at::TensorList grads, at::Tensor& found_inf, const at::Tensor& 
 at::Tensor& amp_update_scale(at::Tensor& scale, at::Tensor& growth_tracker, const at::Tensor& found_inf,
                              double growth, double backoff, int64_t growth_interval) {
   const char* op = "aten::_amp_update_scale_";
-  TORCH_CHECK(scale.numel() == 1 && scale.scalar_type() == at::kFloat, op,
-              ": the scale must be a one-element float32 tensor, got ", scale.sizes(), " ", scale.scalar_type());
-  TORCH_CHECK(growth_tracker.numel() == 1 && growth_tracker.scalar_type() == at::kInt, op,
-              ": growth_tracker must be a one-element int32 tensor, got ", growth_tracker.sizes(), " ",
-              growth_tracker.scalar_type());
-  TORCH_CHECK(found_inf.numel() == 1 && found_inf.scalar_type() == at::kFloat, op,
-              ": found_inf must be a one-element float32 tensor, got ", found_inf.sizes(), " ",
-              found_inf.scalar_type());
+  check_one_element(op, "the scale", scale, at::kFloat);
+  check_one_element(op, "growth_tracker", growth_tracker, at::kInt);
+  check_one_element(op, "found_inf", found_inf, at::kFloat);
   Kernel k(op, scale);
   Builder& b = k.b();
   const Value s = k.in(scale, at::kDouble);
