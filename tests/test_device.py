@@ -39,6 +39,37 @@ def test_to_and_back():
     assert torch.equal(x.to("tpu").to("cpu"), x)
 
 
+@pytest.mark.parametrize("case", ["same", "other_dtype", "strided_dst", "transposed_src", "broadcast", "view_src",
+                                  "empty", "scalar"])
+def test_copy_into_cpu_tensor(case):
+    """copy_ from the device into an existing CPU tensor (read straight into it
+    when laid out alike, else through a copy) matches the CPU's copy_."""
+    src = torch.arange(24, dtype=torch.float32).reshape(4, 6) - 7.5
+    dst = torch.full((4, 6), -1.0)
+    if case == "other_dtype":
+        dst = torch.zeros(4, 6, dtype=torch.int64)
+    elif case == "strided_dst":
+        dst = torch.zeros(6, 4).t()
+    elif case == "transposed_src":
+        src, dst = src.t(), torch.zeros(6, 4)
+    elif case == "broadcast":
+        src = src[:1]
+    elif case == "view_src":
+        src, dst = src[1:3, ::2], torch.zeros(2, 3)
+    elif case == "empty":
+        src, dst = src[:0], torch.zeros(0, 6)
+    elif case == "scalar":
+        src, dst = src[1, 2], torch.zeros(())
+    want = dst.clone().copy_(src)
+    dev = src.to("tpu") if case not in ("transposed_src", "view_src") else None
+    if dev is None:  # the device tensor is the same view of a device base
+        base = (torch.arange(24, dtype=torch.float32).reshape(4, 6) - 7.5).to("tpu")
+        dev = base.t() if case == "transposed_src" else base[1:3, ::2]
+    out = dst.copy_(dev)
+    assert out is dst
+    torch.testing.assert_close(dst, want, rtol=0, atol=0)
+
+
 def test_factory_on_device():
     t = torch.ones(2, 3, device="tpu")
     assert t.device.type == "tpu"

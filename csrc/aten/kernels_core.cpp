@@ -47,8 +47,8 @@ bool covers_storage(const at::Tensor& t) {
          t.numel() * static_cast<int64_t>(t.element_size()) == s->nbytes();
 }
 
-// Device tensor -> new contiguous CPU tensor of the same dtype.
-at::Tensor to_cpu(const at::Tensor& src) {
+// Device tensor -> `dst`, a contiguous CPU tensor of its dtype and shape.
+void read_into(const at::Tensor& src, const at::Tensor& dst) {
   raise_failed_checks();
   at::Tensor dense = src;
   eager::Runtime& rt = eager::Runtime::get();
@@ -63,13 +63,18 @@ at::Tensor to_cpu(const at::Tensor& src) {
     dense = k.out(k.in(src), src.scalar_type());
     k.run();
   }
-  at::Tensor cpu = at::empty(src.sizes(), src.options().device(at::kCPU));
-  if (cpu.numel() == 0) return cpu;
+  if (dst.numel() == 0) return;
   try {
-    rt.host_read(storage_value(dense), cpu.data_ptr(), cpu.numel() * static_cast<int64_t>(cpu.element_size()));
+    rt.host_read(storage_value(dense), dst.data_ptr(), dst.numel() * static_cast<int64_t>(dst.element_size()));
   } catch (const eager::DeviceError& e) {
     rethrow_device_error(e);
   }
+}
+
+// Device tensor -> new contiguous CPU tensor of the same dtype.
+at::Tensor to_cpu(const at::Tensor& src) {
+  at::Tensor cpu = at::empty(src.sizes(), src.options().device(at::kCPU));
+  read_into(src, cpu);
   return cpu;
 }
 
@@ -118,7 +123,12 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     k.into(dst, k.in(self, dst.scalar_type()));
     k.run();
   } else if (src_dev && !dst_dev) {
-    dst.copy_(to_cpu(self));
+    // Straight into a CPU tensor laid out as the value is read; else through a copy.
+    if (dst.is_contiguous() && dst.scalar_type() == self.scalar_type() && dst.sizes() == self.sizes() &&
+        !dst.is_conj() && !dst.is_neg())
+      read_into(self, dst);
+    else
+      dst.copy_(to_cpu(self));
   } else if (!src_dev && dst_dev) {
     from_cpu(self, dst, non_blocking);
   } else {
