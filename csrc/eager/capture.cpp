@@ -74,7 +74,9 @@ void Capture::abandon(const char* why) {
   abandoned_ = true;
   why_ = why;
   metrics().captures_abandoned.fetch_add(1, std::memory_order_relaxed);
-  // What it captured holds collectives: it runs with the other ranks'.
+  // What it captured holds collectives: it runs with the other ranks' (which
+  // abandon theirs at the same point), here under this device's lock, which
+  // no other rank needs.
   if (group_) {
     if (std::unique_ptr<Task> t = graph_.take_pending()) group_->run_program(group_rank_, std::move(t), collectives_);
     return;
