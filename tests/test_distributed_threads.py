@@ -309,10 +309,16 @@ FUSED = textwrap.dedent(r'''
 ''')
 
 
-@pytest.mark.parametrize("mode", ["strict", "fused"])
-def test_thread_ranks_run_stablehlo_collectives(mode):
+@pytest.mark.parametrize("mode,max_ops", [("strict", None), ("fused", None), ("fused", "2")],
+                         ids=["strict", "fused", "fused_cut_every_2_ops"])
+def test_thread_ranks_run_stablehlo_collectives(mode, max_ops):
+    """max_ops: Fused Eager's graph size limit, so small that graphs are cut
+    around every collective (never right after one: it ends its program)."""
     env = dict(os.environ, TORCHTPU_CPU_DEVICES="4", OMP_NUM_THREADS="1")
     env.pop("LOCAL_WORLD_SIZE", None)
-    script = SCRIPT + (FUSED if mode == "fused" else "") + 'print("THREADS OK")\n'
+    if max_ops:
+        env["TORCHTPU_FUSED_MAX_OPS"] = max_ops
+    full = mode == "fused" and not max_ops
+    script = SCRIPT + (FUSED if full else "") + 'print("THREADS OK")\n'
     proc = subprocess.run([sys.executable, "-c", script, mode], env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0 and "THREADS OK" in proc.stdout and (mode != "fused" or "FUSED OK" in proc.stdout), proc.stdout[-3000:] + proc.stderr[-5000:]
+    assert proc.returncode == 0 and "THREADS OK" in proc.stdout and (not full or "FUSED OK" in proc.stdout), proc.stdout[-3000:] + proc.stderr[-5000:]

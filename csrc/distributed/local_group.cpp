@@ -313,6 +313,7 @@ at::Tensor LocalGroup::fused(int rank, ops::Collective kind, ops::Reduction redu
     ir::Value x = k.b().reshape(k.in(in), {in.numel()});
     ir::Value y = ops::collective_node(k.b().graph(), kind, reduction, x, size_);
     result = k.out(y, in.scalar_type());
+    k.b().graph().replicas = size_;  // the pending graph is not cut after this op (FusedGraph::append)
     k.run();
     if (capture) return result;  // a node of the captured program
     task = rt.fused(dev).take_task(aten::storage_value(result));

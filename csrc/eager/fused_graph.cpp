@@ -151,7 +151,11 @@ void FusedGraph::append(ir::Graph& op, const std::vector<OpGraph::Input>& inputs
   ++p.ops;
   if (capture_) return;
   p.loop.set_max_ops(max_ops);
-  switch (p.loop.record(fp.hi ^ fp.lo, p.ops)) {
+  const LoopDetector::Cut cut = p.loop.record(fp.hi ^ fp.lo, p.ops);
+  // An op holding a collective (its graph replicated) is not cut after: its
+  // caller takes the graph that ends with it at once (take_task).
+  if (op.replicas != 1) return;
+  switch (cut) {
     case LoopDetector::Cut::kNone: break;
     case LoopDetector::Cut::kLoop: flush(p, Reason::kLoop); break;
     case LoopDetector::Cut::kSize: flush(p, Reason::kSize); break;

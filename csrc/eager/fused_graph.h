@@ -29,7 +29,9 @@ class FusedGraph {
   explicit FusedGraph(int device, bool capture = false) : device_(device), capture_(capture) {}
   enum class Reason { kSync, kLoop, kSize };
 
-  // Appends one op's graph; may materialize (loop boundary, size limit).
+  // Appends one op's graph; may materialize (loop boundary, size limit),
+  // except after an op holding a collective (`op.replicas` > 1), which the
+  // caller takes with take_task().
   void append(ir::Graph& op, const std::vector<OpGraph::Input>& inputs,
               const std::vector<OpGraph::Output>& outputs, const OpSite& site);
   // Queues every pending graph, each as one program (nothing if empty).
