@@ -11,7 +11,7 @@ import textwrap
 import pytest
 
 SCRIPT = textwrap.dedent(r'''
-    import datetime, sys, threading, time
+    import datetime, os, sys, threading, time
     import torch, torch.distributed as dist
     import torchtpu
     from torchtpu.distributed import thread_group, collective_programs
@@ -175,6 +175,28 @@ SCRIPT = textwrap.dedent(r'''
     for e in errors.values():
         assert "rank 0: all_reduce(sum) float32[3, 3]" in str(e) and \
             "rank 1: compiled program: all_reduce(sum) float32[3, 3]" in str(e), e
+
+    # Fused Eager with tiny graphs: the collective's program reads a value that
+    # failed on rank 0 (an out-of-memory of an earlier program). Every rank
+    # raises at the collective and keeps what it computed before it.
+    if MODE == "fused" and os.environ.get("TORCHTPU_FUSED_MAX_OPS"):
+        torchtpu._C._set_memory_capacity(0)  # XLA reports the out-of-memory when the program runs
+        def failed_input(r, pg, dev):
+            kept = torch.ones(4, device=dev) * (r + 1)
+            src = torch.zeros(2 ** 38 if r == 0 else 8, device=dev)
+            s = src[:4] + 1
+            try:
+                dist.all_reduce(s, group=pg)
+                s.cpu()
+                raise AssertionError("the all_reduce of a failed value did not raise")
+            except RuntimeError as e:
+                assert "rank 0: all_reduce(sum) float32[4] (its input failed)" in str(e), e
+            check(kept.cpu(), torch.ones(4) * (r + 1))
+        try:
+            errors = run_ranks(failed_input, "failed_input")
+        finally:
+            torchtpu._C._set_memory_capacity(-1)
+        assert not errors, errors
 
     # Unsupported between thread ranks: a clear error, no hang.
     def p2p(r, pg, dev):

@@ -227,7 +227,8 @@ void LocalGroup::execute(ops::Collective kind, ops::Reduction reduction, ir::DTy
   ++stats().device_programs;
 }
 
-bool LocalGroup::meet_program(int rank, Entry entry, const Program& program, std::chrono::milliseconds timeout) {
+bool LocalGroup::meet_program(int rank, Entry entry, const Program& program, std::chrono::milliseconds timeout,
+                              std::string* apart) {
   std::unique_lock<std::mutex> lock(mu_);
   programs_[rank] = &program;
   try {
@@ -237,6 +238,7 @@ bool LocalGroup::meet_program(int rank, Entry entry, const Program& program, std
     throw;
   }
   programs_[rank] = nullptr;
+  if (apart) *apart = programs_apart_;
   return programs_ran_;
 }
 
@@ -245,19 +247,27 @@ bool LocalGroup::run_programs() {
     if (!p) throw std::runtime_error("tpu_dist: ranks ran collective #" + std::to_string(generation_ + 1) +
                                      " in different eager modes; every rank must use the same mode");
   const Program& first = *programs_[0];
+  programs_apart_ = "the ranks' programs differ";
   for (const Program* p : programs_)
     if (!(p->key == first.key)) return false;
   const std::vector<int64_t> devices = this->devices();
-  // The values the programs read (earlier programs on the executor may still compute them).
-  std::shared_ptr<const eager::DeviceError> failure;
-  for (const Program* p : programs_)
-    for (const eager::Task::Arg& a : p->task->args)
+  // The values the programs read (earlier programs on the executor may still
+  // compute them). One that failed fails that rank's program alone: the ranks
+  // then run theirs apart (staged), keeping what each computed before the
+  // collective, and the collective raises on every rank.
+  for (int r = 0; r < size_; ++r)
+    for (const eager::Task::Arg& a : programs_[r]->task->args)
       if (a.slot) {
         a.slot->wait();
-        if (!failure && a.slot->error()) failure = a.slot->error();
+        if (a.slot->error()) {
+          programs_apart_ = "rank " + std::to_string(r) + "'s program reads a value that failed: " +
+                            a.slot->error()->what();
+          return false;
+        }
       }
+  std::shared_ptr<const eager::DeviceError> failure;
   std::vector<pjrt::ExecuteResult> out;
-  if (!failure) {
+  {
     try {
       pjrt::ExecutablePtr exe = replicated(first.key.hex(), [&] {
         ir::Graph g = *first.task->graph;
@@ -377,15 +387,15 @@ at::Tensor LocalGroup::fused(int rank, ops::Collective kind, ops::Reduction redu
 void LocalGroup::run_program(int rank, std::unique_ptr<eager::Task> task, const std::string& signature) {
   Program program{task.get(), task->key};
   if (program.key == ir::GraphKey{}) program.key = ir::graph_key(*task->graph, ir::GraphKey{});
-  std::string error;
+  std::string error, apart;
   WithoutGil unlocked;
   try {
     if (meet_program(rank, Entry{"compiled program: " + signature, task->device, nullptr}, program,
-                     std::chrono::milliseconds(timeout_ms_.load()))) {
+                     std::chrono::milliseconds(timeout_ms_.load()), &apart)) {
       return;
     }
-    error = "tpu_dist: the ranks compiled different programs around the same collectives (" + signature +
-            "); compiled functions holding collectives must be the same on every rank";
+    error = "tpu_dist: the compiled programs holding " + signature + " could not run together: " + apart +
+            " (compiled functions holding collectives must be the same on every rank)";
   } catch (const std::exception& e) {
     error = e.what();
   }

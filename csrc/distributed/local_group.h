@@ -91,8 +91,10 @@ class LocalGroup : public eager::ReplicaGroup, public std::enable_shared_from_th
                        int64_t numel, std::chrono::milliseconds timeout);
   void execute(ops::Collective kind, ops::Reduction reduction, ir::DType dtype, int64_t numel);
   // Deposits rank's program; returns whether it ran as one replicated
-  // execution with the other ranks' (else the caller runs it staged).
-  bool meet_program(int rank, Entry entry, const Program& program, std::chrono::milliseconds timeout);
+  // execution with the other ranks' (else the caller runs it staged; `apart`
+  // says why).
+  bool meet_program(int rank, Entry entry, const Program& program, std::chrono::milliseconds timeout,
+                    std::string* apart = nullptr);
   // The replicated execution of the programs deposited, if they are one.
   bool run_programs();
   std::vector<int64_t> devices() const;
@@ -106,6 +108,7 @@ class LocalGroup : public eager::ReplicaGroup, public std::enable_shared_from_th
   std::vector<pjrt::BufferPtr> results_;
   std::vector<const Program*> programs_;
   bool programs_ran_ = false;
+  std::string programs_apart_;  // why the last programs did not run as one
   std::string failed_;  // set once: every later collective raises it
   int64_t executions_ = 0;
   std::atomic<int64_t> timeout_ms_{300000};  // the last timeout a collective gave (for compiled programs)
