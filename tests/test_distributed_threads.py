@@ -78,6 +78,21 @@ SCRIPT = textwrap.dedent(r'''
             for q in range(N):
                 check(outs[q].cpu(), inp(q, (3,), dtype))
             n += 5
+        # int64 beyond 2**53 stays exact; NaN and Inf go through a sum, Inf through
+        # a max (NaN through max/min is unspecified, as with NCCL).
+        big = torch.tensor([2 ** 53 + 1, -(2 ** 60) + r], dtype=torch.int64)
+        x = big.to(dev)
+        dist.all_reduce(x, group=pg)
+        check(x.cpu(), torch.tensor([N * (2 ** 53 + 1), -N * 2 ** 60 + sum(range(N))]), rtol=0, atol=0)
+        special = torch.tensor([float("nan") if r == 0 else 1.0, float("inf"), -float("inf") if r == 3 else 2.0])
+        for op, want in ((dist.ReduceOp.SUM, [float("nan"), float("inf"), -float("inf")]),
+                         (dist.ReduceOp.MAX, [1.0, float("inf"), 2.0])):
+            x = special.nan_to_num(nan=1.0, posinf=float("inf"), neginf=-float("inf")) \
+                if op == dist.ReduceOp.MAX else special
+            x = x.to(dev)
+            dist.all_reduce(x, op=op, group=pg)
+            check(x.cpu(), torch.tensor(want), equal_nan=True)
+        n += 3
         x = inp(r, (3,), torch.float32).to(dev)
         dist.reduce(x, 1, group=pg)
         if r == 1:
