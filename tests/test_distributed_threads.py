@@ -249,6 +249,88 @@ FUSED = textwrap.dedent(r'''
     assert len(new) == 1 and all(op in new[0] for op in ("stablehlo.dot_general", "stablehlo.tanh",
                                                           "stablehlo.all_reduce", "mhlo.num_replicas = 4")), new
 
+    # The program goes on past the collective: the ops after it, and a second
+    # collective, are in the same replicated program.
+    def past(r, pg, dev):
+        y = (X[r].to(dev) @ W.to(dev)).tanh()
+        dist.all_reduce(y, group=pg)
+        z = y.exp() * 2
+        dist.all_reduce(z, op=dist.ReduceOp.MAX, group=pg)
+        check((z - y).cpu(), ref.exp() * 2 - ref)
+    before = torchtpu.debug.metrics()["distributed"]
+    texts_before = len(collective_programs())
+    errors = run_ranks(past, "fused_past")
+    assert not errors, errors
+    d = delta(before)
+    assert d["fused_programs"] == 1 and d["staged_programs"] == 0 and d["device_programs"] == 1, d
+    new = collective_programs()[texts_before:]
+    assert len(new) == 1 and new[0].count("stablehlo.all_reduce") == 2 and all(
+        op in new[0] for op in ("stablehlo.dot_general", "stablehlo.exponential", "stablehlo.subtract")), new
+
+    # Ranks that cut their programs in different places (rank 0 reads a value
+    # between the collectives; the others read nothing until the end), with
+    # extra ops on rank 2: each runs its program in stages around its
+    # collectives. Rank 3 reads nothing at all: the others wait for it to
+    # materialize its program, which it is asked to do.
+    def cuts(r, pg, dev):
+        a = X[r].to(dev) * (r + 1)
+        extra = a.sum() if r == 2 else None
+        dist.all_reduce(a, group=pg)
+        b = a.cos()
+        if r == 0:
+            check(b.cpu(), ref_a.cos())
+        dist.all_reduce(b, op=dist.ReduceOp.MIN, group=pg)
+        c = b + a
+        outs[r] = c
+        if r == 2:
+            check(extra.cpu(), (X[2] * 3).sum())
+        if r != 3:
+            check(c.cpu(), ref_a.cos() + ref_a)
+    ref_a = sum(X[q] * (q + 1) for q in range(N))
+    outs = {}
+    before = torchtpu.debug.metrics()["distributed"]
+    start = time.monotonic()
+    errors = run_ranks(cuts, "fused_cuts")
+    assert not errors, errors
+    assert time.monotonic() - start < 20
+    check(outs[3].cpu(), ref_a.cos() + ref_a)
+    d = delta(before)
+    assert d["staged_programs"] >= N and d["device_programs"] >= 2, d
+
+    # A rank that waits for another rank's result outside torch (here an
+    # event) while its collective is still pending: it is asked to
+    # materialize its program, and nothing hangs.
+    import threading
+    got = threading.Event()
+    def waits(r, pg, dev):
+        a = X[r].to(dev) + r
+        dist.all_reduce(a, group=pg)
+        if r == 0:
+            check(a.cpu(), sum(X[q] + q for q in range(N)))
+            got.set()
+        else:
+            assert got.wait(20), "rank 0 never got its result"
+            check(a.cpu(), sum(X[q] + q for q in range(N)))
+    start = time.monotonic()
+    errors = run_ranks(waits, "fused_waits")
+    assert not errors, errors
+    assert time.monotonic() - start < 20
+
+    # A rank that is issuing its next collective while another reads the
+    # result of the one before it.
+    def next_one(r, pg, dev):
+        a, b = X[r].to(dev) + 1, X[r].to(dev) * 2
+        dist.all_reduce(a, group=pg)
+        if r == 0:
+            check(a.cpu(), sum(X[q] + 1 for q in range(N)))
+        dist.all_reduce(b, group=pg)
+        check(b.cpu(), sum(X[q] * 2 for q in range(N)))
+        check(a.cpu(), sum(X[q] + 1 for q in range(N)))
+    start = time.monotonic()
+    errors = run_ranks(next_one, "fused_next")
+    assert not errors, errors
+    assert time.monotonic() - start < 20
+
     # MPMD: rank 0 computes an extra value; each rank's program then runs
     # without the collective, and the collective alone: same results.
     def mpmd(r, pg, dev):

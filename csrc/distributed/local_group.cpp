@@ -22,34 +22,9 @@ namespace {
 using c10d::ReduceOp;
 
 std::mutex programs_mu;
-std::vector<std::string>& program_texts() {
+std::vector<std::string>& texts() {
   static auto* v = new std::vector<std::string>();
   return *v;
-}
-
-// The executable of the program `key` (its text, or a digest of it) for one
-// replica per device of `devices`, compiled from text() on first use; kept
-// for the process (groups of the same devices share it).
-pjrt::ExecutablePtr replicated(const std::string& key, const std::function<std::string()>& text,
-                               const std::vector<int64_t>& devices) {
-  static auto* cache = new std::map<std::string, pjrt::ExecutablePtr>();
-  std::ostringstream k;
-  k << key;
-  for (int64_t d : devices) k << " " << d;
-  std::lock_guard<std::mutex> lock(programs_mu);
-  pjrt::ExecutablePtr& exe = (*cache)[k.str()];
-  if (!exe) {
-    const std::string t = text();
-    exe = eager::Runtime::get().compile_replicated(t, devices);
-    program_texts().push_back(t);
-  }
-  return exe;
-}
-
-// The CPU client runs one collective launch at a time: groups take turns.
-std::mutex& launch_mu() {
-  static std::mutex m;
-  return m;
 }
 
 ops::Reduction reduction_of(const ReduceOp& op) {
@@ -114,29 +89,52 @@ at::Tensor wrap(pjrt::BufferPtr b, int64_t numel, const at::Tensor& like, ir::DT
   return r;
 }
 
-// Lets other Python threads run while this one waits for the other ranks
-// (a compiled call comes here holding the GIL; the other ranks are threads).
-class WithoutGil {
- public:
-  WithoutGil() : state_(Py_IsInitialized() && PyGILState_Check() ? PyEval_SaveThread() : nullptr) {}
-  ~WithoutGil() {
-    if (state_) PyEval_RestoreThread(state_);
+}  // namespace
+
+namespace detail {
+
+WithoutGil::WithoutGil() : state_(Py_IsInitialized() && PyGILState_Check() ? PyEval_SaveThread() : nullptr) {}
+WithoutGil::~WithoutGil() {
+  if (state_) PyEval_RestoreThread(static_cast<PyThreadState*>(state_));
+}
+
+pjrt::ExecutablePtr replicated(const std::string& key, const std::function<std::string()>& text,
+                               const std::vector<int64_t>& devices) {
+  static auto* cache = new std::map<std::string, pjrt::ExecutablePtr>();
+  std::ostringstream k;
+  k << key;
+  for (int64_t d : devices) k << " " << d;
+  std::lock_guard<std::mutex> lock(programs_mu);
+  pjrt::ExecutablePtr& exe = (*cache)[k.str()];
+  if (!exe) {
+    const std::string t = text();
+    exe = eager::Runtime::get().compile_replicated(t, devices);
+    texts().push_back(t);
   }
-  WithoutGil(const WithoutGil&) = delete;
-  WithoutGil& operator=(const WithoutGil&) = delete;
+  return exe;
+}
 
- private:
-  PyThreadState* state_;
-};
+std::mutex& launch_mu() {
+  static std::mutex m;
+  return m;
+}
 
-// A run for values computed outside the executor, once they are.
 eager::RunPtr finished_run() {
   auto run = std::make_shared<eager::Run>();
   run->settle(nullptr);
   return run;
 }
 
-}  // namespace
+std::vector<std::string> program_texts() {
+  std::lock_guard<std::mutex> lock(programs_mu);
+  return texts();
+}
+
+}  // namespace detail
+using detail::finished_run;
+using detail::WithoutGil;
+using detail::launch_mu;
+using detail::replicated;
 
 std::shared_ptr<LocalGroup> LocalGroup::get(const std::string& name, int size) {
   static std::mutex mu;
@@ -151,18 +149,101 @@ std::shared_ptr<LocalGroup> LocalGroup::get(const std::string& name, int size) {
   return g;
 }
 
+namespace {
+
+const char* mode_name(int mode) { return mode == 0 ? "Strict or Debug Eager" : mode == 1 ? "Fused Eager" : "a compiled function"; }
+
+// The ranks `missing` says are absent, as "0, 2".
+template <typename F>
+std::string ranks_where(int size, F missing) {
+  std::ostringstream who;
+  bool first = true;
+  for (int r = 0; r < size; ++r)
+    if (missing(r)) {
+      who << (first ? "" : ", ") << r;
+      first = false;
+    }
+  return who.str();
+}
+
+}  // namespace
+
+int64_t LocalGroup::issue(int rank, const std::string& signature, Mode mode, int device,
+                          std::chrono::milliseconds timeout) {
+  WithoutGil unlocked;
+  std::unique_lock<std::mutex> lock(mu_);
+  TORCH_CHECK(failed_.empty(), failed_);
+  if (device >= 0) devices_[rank] = device;
+  const int64_t seq = issued_[rank]++;
+  Issued& row = issues_[seq];
+  if (row.signature.empty()) {
+    row.signature.resize(size_);
+    row.mode.resize(size_, Mode::kEager);
+  }
+  row.signature[rank] = signature;
+  row.mode[rank] = mode;
+  if (++row.count == size_) {
+    const bool same = std::all_of(row.signature.begin(), row.signature.end(),
+                                  [&](const std::string& s) { return s == row.signature[0]; });
+    const bool same_mode = std::all_of(row.mode.begin(), row.mode.end(), [&](Mode m) { return m == row.mode[0]; });
+    if (!same || !same_mode) {
+      std::ostringstream msg;
+      msg << "tpu_dist: ranks issued different collectives as collective #" << seq + 1 << ":";
+      for (int r = 0; r < size_; ++r)
+        msg << "\n  rank " << r << ": " << row.signature[r]
+            << (same_mode ? "" : std::string(" (in ") + mode_name(static_cast<int>(row.mode[r])) + ")");
+      msg << (same ? "\nEvery rank must use the same eager mode, and compile the same functions."
+                   : "\nEvery rank must issue the same collectives (op, dtype, shapes) in the same order.");
+      failed_ = msg.str();
+    }
+    cv_.notify_all();
+  } else {
+    // A round that waits for this rank's program (another rank reached a
+    // sync point) must not wait for this rank's next collective: the
+    // program is materialized now.
+    ++row.waiting;
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    uint64_t pulled_at = ~uint64_t{0};
+    while (row.count < size_ && failed_.empty()) {
+      if (pulled_at != generation_ && arrived_ > 0 && entries_[rank].kind == Entry::kNone && devices_[rank] >= 0) {
+        pulled_at = generation_;
+        const int dev = devices_[rank];
+        lock.unlock();
+        pull(dev);
+        lock.lock();
+        continue;
+      }
+      if (std::chrono::steady_clock::now() >= deadline) {
+        failed_ = "tpu_dist: rank(s) " + ranks_where(size_, [&](int r) { return issued_[r] <= seq; }) +
+                  " did not reach collective #" + std::to_string(seq + 1) +
+                  " within the process group's timeout (" + std::to_string(timeout.count()) + " ms); rank " +
+                  std::to_string(rank) + " is waiting in " + signature;
+        cv_.notify_all();
+        break;
+      }
+      cv_.wait_until(lock, std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(20)));
+    }
+    --row.waiting;
+  }
+  if (row.count == size_ && row.waiting == 0) issues_.erase(seq);
+  TORCH_CHECK(failed_.empty(), failed_);
+  return seq;
+}
+
 void LocalGroup::gather(std::unique_lock<std::mutex>& lock, int rank, Entry entry, const std::function<void()>& last,
                         std::chrono::milliseconds timeout) {
   TORCH_CHECK(failed_.empty(), failed_);
   const uint64_t gen = generation_;
   const std::string mine = entry.signature;
+  const int64_t seq = entry.seq;
   entries_[rank] = std::move(entry);
   if (++arrived_ == size_) {
     try {
-      const std::string& first = entries_[0].signature;
-      if (std::any_of(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.signature != first; })) {
+      const Entry& first = entries_[0];
+      if (std::any_of(entries_.begin(), entries_.end(),
+                      [&](const Entry& e) { return e.signature != first.signature || e.kind != first.kind; })) {
         std::ostringstream msg;
-        msg << "tpu_dist: ranks issued different collectives as collective #" << generation_ + 1 << ":";
+        msg << "tpu_dist: ranks issued different collectives as collective #" << first.seq + 1 << ":";
         for (int r = 0; r < size_; ++r) msg << "\n  rank " << r << ": " << entries_[r].signature;
         msg << "\nEvery rank must issue the same collectives (op, dtype, shapes) in the same order.";
         throw std::runtime_error(msg.str());
@@ -175,25 +256,65 @@ void LocalGroup::gather(std::unique_lock<std::mutex>& lock, int rank, Entry entr
     for (auto& e : entries_) e = Entry{};
     ++generation_;
     cv_.notify_all();
-  } else if (!cv_.wait_for(lock, timeout, [&] { return generation_ != gen || !failed_.empty(); })) {
-    std::ostringstream who;
-    bool first = true;
-    for (int r = 0; r < size_; ++r) {
-      if (entries_[r].signature.empty()) {
-        who << (first ? "" : ", ") << r;
-        first = false;
+  } else {
+    // A rank that has not brought its program for a while is asked to
+    // materialize it (its thread may wait on something else).
+    const auto start = std::chrono::steady_clock::now();
+    auto next_pull = start + std::chrono::seconds(1);
+    while (generation_ == gen && failed_.empty()) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= start + timeout) {
+        failed_ = "tpu_dist: rank(s) " + ranks_where(size_, [&](int r) { return entries_[r].kind == Entry::kNone; }) +
+                  " did not reach collective #" + std::to_string(seq + 1) +
+                  " within the process group's timeout (" + std::to_string(timeout.count()) + " ms); rank " +
+                  std::to_string(rank) + " is waiting in " + mine;
+        cv_.notify_all();
+        break;
       }
+      if (now >= next_pull) {
+        next_pull = now + std::chrono::seconds(1);
+        std::vector<int> absent;
+        for (int r = 0; r < size_; ++r)
+          if (entries_[r].kind == Entry::kNone && devices_[r] >= 0) absent.push_back(devices_[r]);
+        lock.unlock();
+        for (int dev : absent) pull(dev);
+        lock.lock();
+        continue;
+      }
+      cv_.wait_until(lock, std::min(start + timeout, next_pull));
     }
-    failed_ = "tpu_dist: rank(s) " + who.str() + " did not reach collective #" + std::to_string(gen + 1) +
-              " within the process group's timeout (" + std::to_string(timeout.count()) + " ms); rank " +
-              std::to_string(rank) + " is waiting in " + mine;
-    cv_.notify_all();
   }
   TORCH_CHECK(failed_.empty(), failed_);
 }
 
 pjrt::BufferPtr LocalGroup::meet(int rank, Entry entry, ops::Collective kind, ops::Reduction reduction,
                                  ir::DType dtype, int64_t numel, std::chrono::milliseconds timeout) {
+  eager::Runtime& rt = eager::Runtime::get();
+  const bool fused = rt.mode() == eager::EagerMode::kFused;
+  entry.seq = issue(rank, entry.signature, fused ? Mode::kFused : Mode::kEager, entry.device, timeout);
+  // Its rounds come after those of the rank's programs that hold earlier
+  // collectives (Fused Eager): they are materialized and run first.
+  int dev;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    dev = devices_[rank];
+  }
+  run_own(dev);
+  if (fused) {
+    Entry propose;
+    propose.kind = Entry::kPropose;
+    propose.signature = entry.signature;
+    propose.device = entry.device;
+    propose.seq = entry.seq;
+    program_round(rank, std::move(propose), timeout);
+  }
+  return data_round(rank, std::move(entry), kind, reduction, dtype, numel, timeout);
+}
+
+pjrt::BufferPtr LocalGroup::data_round(int rank, Entry entry, ops::Collective kind, ops::Reduction reduction,
+                                       ir::DType dtype, int64_t numel, std::chrono::milliseconds timeout) {
+  WithoutGil unlocked;
+  entry.kind = Entry::kData;
   std::unique_lock<std::mutex> lock(mu_);
   gather(lock, rank, std::move(entry), [&] { execute(kind, reduction, dtype, numel); }, timeout);
   return results_.empty() ? nullptr : results_[rank];
@@ -227,187 +348,6 @@ void LocalGroup::execute(ops::Collective kind, ops::Reduction reduction, ir::DTy
   ++stats().device_programs;
 }
 
-bool LocalGroup::meet_program(int rank, Entry entry, const Program& program, std::chrono::milliseconds timeout,
-                              std::string* apart) {
-  std::unique_lock<std::mutex> lock(mu_);
-  programs_[rank] = &program;
-  try {
-    gather(lock, rank, std::move(entry), [&] { programs_ran_ = run_programs(); }, timeout);
-  } catch (...) {
-    programs_[rank] = nullptr;
-    throw;
-  }
-  programs_[rank] = nullptr;
-  if (apart) *apart = programs_apart_;
-  return programs_ran_;
-}
-
-bool LocalGroup::run_programs() {
-  for (const Program* p : programs_)
-    if (!p) throw std::runtime_error("tpu_dist: ranks ran collective #" + std::to_string(generation_ + 1) +
-                                     " in different eager modes; every rank must use the same mode");
-  const Program& first = *programs_[0];
-  programs_apart_ = "the ranks' programs differ";
-  for (const Program* p : programs_)
-    if (!(p->key == first.key)) return false;
-  const std::vector<int64_t> devices = this->devices();
-  // The values the programs read (earlier programs on the executor may still
-  // compute them). One that failed fails that rank's program alone: the ranks
-  // then run theirs apart (staged), keeping what each computed before the
-  // collective, and the collective raises on every rank.
-  for (int r = 0; r < size_; ++r)
-    for (const eager::Task::Arg& a : programs_[r]->task->args)
-      if (a.slot) {
-        a.slot->wait();
-        if (a.slot->error()) {
-          programs_apart_ = "rank " + std::to_string(r) + "'s program reads a value that failed: " +
-                            a.slot->error()->what();
-          return false;
-        }
-      }
-  std::shared_ptr<const eager::DeviceError> failure;
-  std::vector<pjrt::ExecuteResult> out;
-  {
-    try {
-      pjrt::ExecutablePtr exe = replicated(first.key.hex(), [&] {
-        ir::Graph g = *first.task->graph;
-        g.replicas = size_;
-        g.donations.clear();
-        return ir::print_stablehlo(g);
-      }, devices);
-      std::vector<std::vector<pjrt::Buffer*>> args;
-      for (const Program* p : programs_) {
-        args.emplace_back();
-        for (const eager::Task::Arg& a : p->task->args)
-          args.back().push_back(a.slot ? a.slot->buffer().get() : a.scalar.get());
-      }
-      std::lock_guard<std::mutex> launch(launch_mu());
-      out = exe->execute_replicated(args);
-      for (auto& r : out) r.done->wait();
-    } catch (const pjrt::Error& e) {
-      failure = std::make_shared<eager::DeviceError>(e.what(), e.code(), first.task->sites);
-    } catch (const std::exception& e) {
-      failure = std::make_shared<eager::DeviceError>(e.what(), 0, first.task->sites);
-    }
-  }
-  for (int r = 0; r < size_; ++r) {
-    eager::Task& t = *programs_[r]->task;
-    if (failure) {
-      for (const eager::SlotPtr& o : t.outputs) o->fail(failure);
-      continue;
-    }
-    eager::RunPtr run = finished_run();
-    for (size_t i = 0; i < t.outputs.size(); ++i) t.outputs[i]->fill(out[r].outputs.at(i), run);
-  }
-  if (!failure) {
-    ++executions_;
-    ++stats().device_programs;
-    ++stats().fused_programs;
-  }
-  return true;
-}
-
-at::Tensor LocalGroup::fused(int rank, ops::Collective kind, ops::Reduction reduction, const std::string& signature,
-                             const at::Tensor& in, std::chrono::milliseconds timeout) {
-  eager::Runtime& rt = eager::Runtime::get();
-  const int dev = in.device().index();
-  timeout_ms_ = timeout.count();
-  eager::Capture* capture = eager::Capture::active(dev);
-  if (in.numel() == 0 || (!capture && rt.mode() != eager::EagerMode::kFused)) return {};
-  if (capture && !capture->join(shared_from_this(), rank, signature)) return {};
-  const ir::DType dt = aten::to_ir(in.scalar_type());
-  at::Tensor result;
-  std::unique_ptr<eager::Task> task;
-  {
-    aten::Kernel k(ops::collective_name(kind), in.device());
-    ir::Value x = k.b().reshape(k.in(in), {in.numel()});
-    ir::Value y = ops::collective_node(k.b().graph(), kind, reduction, x, size_);
-    result = k.out(y, in.scalar_type());
-    k.b().graph().replicas = size_;  // the pending graph is not cut after this op (FusedGraph::append)
-    k.run();
-    if (capture) return result;  // a node of the captured program
-    task = rt.fused(dev).take_task(aten::storage_value(result));
-  }
-  // The collective is the program's last node and its result one of the outputs.
-  size_t out_index = 0;
-  const ir::Graph* g = task ? task->graph.get() : nullptr;
-  const int32_t last = g ? static_cast<int32_t>(g->nodes().size()) - 1 : -1;
-  while (g && out_index < g->outputs.size() && g->outputs[out_index].node != last) ++out_index;
-  if (!g || out_index == g->outputs.size() || g->nodes().back().operands.size() != 1)
-    throw std::logic_error("tpu_dist: the fused program does not end with its collective");
-
-  const Program program{task.get(), ir::graph_key(*g, ir::GraphKey{})};
-  std::string error;
-  try {
-    if (meet_program(rank, Entry{signature, dev, nullptr}, program, timeout)) return result;
-  } catch (const std::exception& e) {
-    error = e.what();
-  }
-
-  // The programs differ (or the collective failed): this rank's program runs
-  // without the collective, whose input becomes an output in its place.
-  ++stats().staged_programs;
-  eager::SlotPtr collected = task->outputs[out_index];
-  auto operand = std::make_shared<eager::Slot>();
-  {
-    ir::Graph prefix = *g;
-    const ir::Value x = prefix.nodes().back().operands[0];
-    prefix.mutable_nodes().pop_back();
-    prefix.outputs[out_index] = x;
-    auto& d = prefix.donations;
-    d.erase(std::remove_if(d.begin(), d.end(), [&](const auto& p) { return p.second == static_cast<int>(out_index); }),
-            d.end());
-    task->graph = std::make_shared<const ir::Graph>(std::move(prefix));
-    task->outputs[out_index] = operand;
-    std::lock_guard<std::recursive_mutex> lock(rt.device_lock(dev));
-    try {
-      rt.submit(std::move(task));
-    } catch (const std::exception& e) {
-      if (error.empty()) error = e.what();
-    }
-  }
-  // Then the collective alone, with the other ranks.
-  if (error.empty()) {
-    operand->wait();
-    std::shared_ptr<const eager::DeviceError> input_error = operand->error();
-    Entry e{input_error ? signature + " (its input failed)" : signature, dev, input_error ? nullptr : operand->buffer()};
-    try {
-      pjrt::BufferPtr b = meet(rank, std::move(e), kind, reduction, dt, in.numel(), timeout);
-      if (b) collected->fill(std::move(b), finished_run());
-      else collected->fail(input_error);
-      return result;
-    } catch (const std::exception& ex) {
-      error = ex.what();
-    }
-  }
-  collected->fail(std::make_shared<eager::DeviceError>(error, 0));
-  TORCH_CHECK(false, error);
-}
-
-void LocalGroup::run_program(int rank, std::unique_ptr<eager::Task> task, const std::string& signature) {
-  Program program{task.get(), task->key};
-  if (program.key == ir::GraphKey{}) program.key = ir::graph_key(*task->graph, ir::GraphKey{});
-  std::string error, apart;
-  WithoutGil unlocked;
-  try {
-    if (meet_program(rank, Entry{"compiled program: " + signature, task->device, nullptr}, program,
-                     std::chrono::milliseconds(timeout_ms_.load()), &apart)) {
-      return;
-    }
-    error = "tpu_dist: the compiled programs holding " + signature + " could not run together: " + apart +
-            " (compiled functions holding collectives must be the same on every rank)";
-  } catch (const std::exception& e) {
-    error = e.what();
-  }
-  auto failure = std::make_shared<eager::DeviceError>(error, 0, task->sites);
-  for (const eager::SlotPtr& o : task->outputs) o->fail(failure);
-}
-
-std::vector<std::string> LocalGroup::compiled_programs() {
-  std::lock_guard<std::mutex> lock(programs_mu);
-  return program_texts();
-}
-
 void LocalGroup::all_reduce(int rank, const at::Tensor& t, const ReduceOp& op, std::chrono::milliseconds timeout) {
   const ir::DType dt = aten::to_ir(t.scalar_type());
   const ops::Reduction red = reduction_of(op);
@@ -419,7 +359,7 @@ void LocalGroup::all_reduce(int rank, const at::Tensor& t, const ReduceOp& op, s
     const_cast<at::Tensor&>(t).copy_(f.view(t.sizes()));
     return finish_average(t, op, size_);
   }
-  Entry e{sig, t.device().index(), t.numel() ? flat(premultiplied(t, op), dt) : nullptr};
+  Entry e = Entry::of(sig, t.device().index(), t.numel() ? flat(premultiplied(t, op), dt) : nullptr);
   pjrt::BufferPtr b = meet(rank, std::move(e), ops::Collective::kAllReduce, red, dt, t.numel(), timeout);
   if (!b) return;
   const_cast<at::Tensor&>(t).copy_(wrap(b, t.numel(), t, dt).view(t.sizes()));
@@ -437,7 +377,7 @@ void LocalGroup::all_gather_into(int rank, const at::Tensor& out, const at::Tens
     const_cast<at::Tensor&>(out).copy_(f.view(out.sizes()));
     return;
   }
-  Entry e{sig, in.device().index(), in.numel() ? flat(in, dt) : nullptr};
+  Entry e = Entry::of(sig, in.device().index(), in.numel() ? flat(in, dt) : nullptr);
   pjrt::BufferPtr b = meet(rank, std::move(e), ops::Collective::kAllGather, ops::Reduction::kSum, dt, in.numel(), timeout);
   if (b) const_cast<at::Tensor&>(out).copy_(wrap(b, out.numel(), out, dt).view(out.sizes()));
 }
@@ -454,7 +394,7 @@ void LocalGroup::reduce_scatter_into(int rank, const at::Tensor& out, const at::
     const_cast<at::Tensor&>(out).copy_(f.view(out.sizes()));
     return finish_average(out, op, size_);
   }
-  Entry e{sig, in.device().index(), in.numel() ? flat(premultiplied(in, op), dt) : nullptr};
+  Entry e = Entry::of(sig, in.device().index(), in.numel() ? flat(premultiplied(in, op), dt) : nullptr);
   pjrt::BufferPtr b = meet(rank, std::move(e), ops::Collective::kReduceScatter, reduction_of(op), dt, in.numel(), timeout);
   if (!b) return;
   const_cast<at::Tensor&>(out).copy_(wrap(b, out.numel(), out, dt).view(out.sizes()));
@@ -472,7 +412,7 @@ void LocalGroup::all_to_all_into(int rank, const at::Tensor& out, const at::Tens
     const_cast<at::Tensor&>(out).copy_(f.view(out.sizes()));
     return;
   }
-  Entry e{sig, in.device().index(), in.numel() ? flat(in, dt) : nullptr};
+  Entry e = Entry::of(sig, in.device().index(), in.numel() ? flat(in, dt) : nullptr);
   pjrt::BufferPtr b = meet(rank, std::move(e), ops::Collective::kAllToAll, ops::Reduction::kSum, dt, in.numel(), timeout);
   if (b) const_cast<at::Tensor&>(out).copy_(wrap(b, out.numel(), out, dt).view(out.sizes()));
 }
@@ -485,7 +425,7 @@ void LocalGroup::broadcast(int rank, const at::Tensor& t, int root, std::chrono:
     const_cast<at::Tensor&>(t).copy_(f.narrow(0, root * t.numel(), t.numel()).view(t.sizes()));
     return;
   }
-  Entry e{sig, t.device().index(), t.numel() ? flat(t, dt) : nullptr};
+  Entry e = Entry::of(sig, t.device().index(), t.numel() ? flat(t, dt) : nullptr);
   pjrt::BufferPtr b = meet(rank, std::move(e), ops::Collective::kAllGather, ops::Reduction::kSum, dt, t.numel(), timeout);
   if (!b) return;
   at::Tensor all = wrap(b, t.numel() * size_, t, dt);
@@ -493,7 +433,7 @@ void LocalGroup::broadcast(int rank, const at::Tensor& t, int root, std::chrono:
 }
 
 void LocalGroup::barrier(int rank, std::chrono::milliseconds timeout) {
-  meet(rank, Entry{"barrier", -1, nullptr}, ops::Collective::kAllReduce, ops::Reduction::kSum, ir::DType::kF32, 0,
+  meet(rank, Entry::of("barrier", -1, nullptr), ops::Collective::kAllReduce, ops::Reduction::kSum, ir::DType::kF32, 0,
        timeout);
 }
 

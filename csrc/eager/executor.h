@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "eager/replica_group.h"
 #include "eager/slot.h"
 #include "ir/graph.h"
 #include "ir/graph_key.h"
@@ -38,6 +39,9 @@ struct Task {
   int device = 0;
   RunPtr run = std::make_shared<Run>();
   int64_t bytes = 0;  // of its outputs (for the queue's bound)
+  // Fused Eager: the collectives its graph holds (it then runs with the
+  // other ranks' programs, not on the executor alone).
+  std::vector<CollectiveCall> collectives;
 };
 
 // Runs functions on a fixed set of threads; after stop(), on the caller.

@@ -28,6 +28,7 @@ void FusedGraph::Pending::reset() {
   arg_redraw.clear();
   written.clear();
   sites.clear();
+  calls.clear();
   ops = 0;
 }
 
@@ -135,6 +136,7 @@ void FusedGraph::append(ir::Graph& op, const std::vector<OpGraph::Input>& inputs
     for (ir::Value& v : n.operands) v = map(v);
     where[i] = p.g.append(std::move(n));
   }
+  for (int32_t c : op.collectives) p.g.collectives.push_back(where[c].node);
   for (const OpGraph::Output& o : outputs) {
     StorageValue* s = o.storage;
     if (s->param_gen == p.gen && !capture_) p.arg_free[s->param_index] = true;  // its old value is dead
@@ -152,9 +154,8 @@ void FusedGraph::append(ir::Graph& op, const std::vector<OpGraph::Input>& inputs
   if (capture_) return;
   p.loop.set_max_ops(max_ops);
   const LoopDetector::Cut cut = p.loop.record(fp.hi ^ fp.lo, p.ops);
-  // An op holding a collective (its graph replicated) is not cut after: its
-  // caller takes the graph that ends with it at once (take_task).
-  if (op.replicas != 1) return;
+  // No cut right after a collective: its group joins the graph first (join_group).
+  if (!op.collectives.empty()) return;
   switch (cut) {
     case LoopDetector::Cut::kNone: break;
     case LoopDetector::Cut::kLoop: flush(p, Reason::kLoop); break;
@@ -181,11 +182,17 @@ void FusedGraph::flush(Pending& p, Reason why) {
   if (std::unique_ptr<Task> task = make_task(p, why)) Runtime::get().submit(std::move(task));
 }
 
-std::unique_ptr<Task> FusedGraph::take_task(const StorageValue* s) {
-  if (capture_ || s->pending_gen == 0) return nullptr;
+void FusedGraph::join_group(const StorageValue* result, CollectiveCall call) {
+  Pending* p = owner(result);
+  if (!p || p->g.collectives.size() != p->calls.size() + 1)
+    throw std::logic_error("fused graph: a collective joined no pending graph");
+  call.node = p->g.collectives.back();
+  p->calls.push_back(std::move(call));
+}
+
+void FusedGraph::flush_groups() {
   for (const auto& p : pending_)
-    if (p->gen == s->pending_gen) return make_task(*p, Reason::kSync);
-  return nullptr;
+    if (!p->calls.empty()) flush(*p, Reason::kSync);
 }
 
 std::unique_ptr<Task> FusedGraph::make_task(Pending& p, Reason why) {
@@ -202,7 +209,7 @@ std::unique_ptr<Task> FusedGraph::make_task(Pending& p, Reason why) {
       outs.push_back(s);
     }
   m.fused_outputs.fetch_add(static_cast<int64_t>(outs.size()), std::memory_order_relaxed);
-  if (outs.empty()) {  // every value it computed is dead
+  if (outs.empty() && p.calls.empty()) {  // every value it computed is dead
     p.reset();
     return nullptr;
   }
@@ -223,6 +230,7 @@ std::unique_ptr<Task> FusedGraph::make_task(Pending& p, Reason why) {
   task->device = device_;
   task->args = std::move(p.args);
   task->sites = std::move(p.sites);
+  task->collectives = std::move(p.calls);
   task->outputs.reserve(outs.size());
   for (StorageValue* s : outs) {
     auto slot = std::make_shared<Slot>();
@@ -230,6 +238,10 @@ std::unique_ptr<Task> FusedGraph::make_task(Pending& p, Reason why) {
     s->param_gen = 0;
     s->set_slot(slot, s->dtype());
     task->outputs.push_back(std::move(slot));
+  }
+  if (outs.empty()) {  // its collectives' results are dead, but the other ranks need them to run
+    p.g.outputs.push_back(ir::Value{task->collectives.front().node, 0});
+    task->outputs.push_back(std::make_shared<Slot>());
   }
   task->graph = std::make_shared<const ir::Graph>(std::move(p.g));
   p.reset();

@@ -29,9 +29,7 @@ class FusedGraph {
   explicit FusedGraph(int device, bool capture = false) : device_(device), capture_(capture) {}
   enum class Reason { kSync, kLoop, kSize };
 
-  // Appends one op's graph; may materialize (loop boundary, size limit),
-  // except after an op holding a collective (`op.replicas` > 1), which the
-  // caller takes with take_task().
+  // Appends one op's graph; may materialize (loop boundary, size limit).
   void append(ir::Graph& op, const std::vector<OpGraph::Input>& inputs,
               const std::vector<OpGraph::Output>& outputs, const OpSite& site);
   // Queues every pending graph, each as one program (nothing if empty).
@@ -40,11 +38,15 @@ class FusedGraph {
   void flush_issuer(uint64_t issuer);
   // Queues the pending graph that computes storage `s`, if any.
   void flush_for(const StorageValue* s);
-  // The pending graph that computes storage `s`, as a task not yet queued
-  // (its output slots installed), for the caller to run; null if none.
-  std::unique_ptr<Task> take_task(const StorageValue* s);
+  // The collective just appended (the last of the graph computing `result`)
+  // belongs to `call`'s group: the program runs with the other ranks'.
+  void join_group(const StorageValue* result, CollectiveCall call);
+  // Queues the pending graphs that hold collectives (another rank waits for them).
+  void flush_groups();
   // A capture's pending graph as such a task (null if empty).
-  std::unique_ptr<Task> take_pending() { return pending_.empty() ? nullptr : make_task(*pending_.front(), Reason::kSync); }
+  std::unique_ptr<Task> take_pending() {
+    return pending_.empty() ? nullptr : make_task(*pending_.front(), Reason::kSync);
+  }
   // A storage died: it will not be an output.
   void forget(StorageValue* s);
   int64_t pending_ops() const;
@@ -79,6 +81,7 @@ class FusedGraph {
     std::vector<RedrawRef> arg_redraw;
     std::vector<StorageValue*> written;  // null once dead
     std::vector<OpSite> sites;
+    std::vector<CollectiveCall> calls;
     int64_t ops = 0;
     LoopDetector loop;
   };

@@ -139,6 +139,8 @@ void Runtime::init(const std::string& plugin_path, int64_t cpu_devices) {
   Runtime* raw = r.get();
   r->executor_ = std::make_unique<Executor>([raw](std::shared_ptr<const DeviceError> e) { raw->record_error(e); });
   r->copies_ = std::make_unique<CopyQueue>();
+  for (int d = 0; d < n; ++d)
+    r->groups_.push_back(std::make_unique<GroupQueue>([raw](std::unique_ptr<Task> t) { raw->queue(std::move(t)); }));
   static std::once_flag at_fork;
   std::call_once(at_fork, [] { pthread_atfork(nullptr, nullptr, &mark_forked_child); });
   instance = r.release();
@@ -319,6 +321,14 @@ pjrt::BufferPtr Runtime::wait_value(const SlotPtr& slot) {
 }
 
 void Runtime::submit(std::unique_ptr<Task> t) {
+  if (!groups_[t->device]->take(t)) queue(std::move(t));
+}
+
+void Runtime::wait_groups() {
+  for (auto& g : groups_) g->wait_idle();
+}
+
+void Runtime::queue(std::unique_ptr<Task> t) {
   try {
     // A compiled function's program comes with its executable and size.
     if (!t->ready_exe) {
@@ -393,6 +403,7 @@ void Runtime::host_read(StorageValue* s, void* dst, int64_t nbytes) {
 void Runtime::synchronize() {
   Entry entry(/*admit=*/false);
   flush_fused();
+  wait_groups();
   copies_->drain();
   executor_->settle_all();
   raise_pending_error();
@@ -423,6 +434,7 @@ void Runtime::upload_async(const void* data, std::shared_ptr<void> keep, ir::DTy
 std::shared_ptr<Marker> Runtime::record_marker(bool timing) {
   Entry entry(/*admit=*/false);
   flush_fused();
+  wait_groups();  // programs after a collective are queued once it ran
   auto m = std::make_shared<Marker>();
   m->recorded_ns = steady_now_ns();
   m->copy = copies_->mark();

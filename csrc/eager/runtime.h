@@ -15,6 +15,7 @@
 #include "eager/copy_queue.h"
 #include "eager/eager_mode.h"
 #include "eager/executor.h"
+#include "eager/group_queue.h"
 #include "eager/memory.h"
 #include "ir/graph.h"
 #include "pjrt/pjrt.h"
@@ -168,8 +169,14 @@ class Runtime {
 
   // Queues a program: the executable is taken from memory or compiled by the
   // pool, and the executor runs it in order. In Debug mode, waits for it and
-  // raises its error.
+  // raises its error. A program holding collectives, and the device's
+  // programs after it, go through the device's GroupQueue first.
   void submit(std::unique_ptr<Task> t);
+  // Queues a program on the executor at once (the GroupQueue's way on).
+  void queue(std::unique_ptr<Task> t);
+  // Waits until no device's GroupQueue holds a program (or that device's).
+  void wait_groups();
+  void wait_group(int device) { groups_[device]->wait_idle(); }
   // The queue's bound: programs, and bytes of their outputs, queued or
   // running (Executor::admit).
   void set_queue_limits(int64_t max_ops, int64_t max_bytes) { executor_->set_limits(max_ops, max_bytes); }
@@ -249,6 +256,7 @@ class Runtime {
 
   std::vector<std::unique_ptr<std::recursive_mutex>> device_locks_;
   std::vector<std::unique_ptr<FusedGraph>> fused_;
+  std::vector<std::unique_ptr<GroupQueue>> groups_;
   std::unique_ptr<ThreadPool> compile_pool_;
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<CopyQueue> copies_;

@@ -107,6 +107,10 @@ class Graph {
   // Replicas the program runs as (mhlo.num_replicas): more than one only for
   // a program holding collectives over the devices of one client.
   int replicas = 1;
+  // The nodes that are collectives (ops/collective.h), in issue order: Fused
+  // Eager runs a program around them in stages when the ranks' programs
+  // differ (ir/split.h).
+  std::vector<int32_t> collectives;
 
  private:
   std::vector<Node> nodes_;

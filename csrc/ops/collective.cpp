@@ -126,7 +126,9 @@ ir::Value collective_node(ir::Graph& g, Collective kind, Reduction reduction, ir
       break;
   }
   attrs.push_back(ir::Attr::text("replica_groups", replica_groups(replicas)));
-  return g.add(op, {x}, out, std::move(attrs), body);
+  const ir::Value y = g.add(op, {x}, out, std::move(attrs), body);
+  g.collectives.push_back(y.node);
+  return y;
 }
 
 }  // namespace torchtpu::ops

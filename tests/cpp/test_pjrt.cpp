@@ -12,6 +12,7 @@
 
 #include "ir/graph.h"
 #include "ir/printer.h"
+#include "ir/split.h"
 #include "ops/collective.h"
 #include "pjrt/compile_options.h"
 #include "pjrt/pjrt.h"
@@ -322,6 +323,84 @@ TEST_F(PjrtTest, ReplicatedProgramWithCollectiveNode) {
       EXPECT_EQ(got, want) << ops::collective_name(kind) << " replica " << r;
     }
   }
+}
+
+// A program split around its collectives (ir/split.h) and run in stages,
+// each collective alone, computes what the whole program computes as one
+// replicated execution.
+TEST_F(PjrtTest, SplitProgramRunsInStagesLikeTheWhole) {
+  const ir::Type t6{ir::DType::kF32, {6}};
+  ir::Graph g;
+  ir::Value x = g.parameter(t6);
+  ir::Value s = g.parameter(t6);
+  ir::Value y = g.add("stablehlo.multiply", {x, g.constant(ir::DType::kF32, 2.0, {6})}, t6);
+  ir::Value c1 = ops::collective_node(g, ops::Collective::kAllReduce, ops::Reduction::kSum, y, 2);
+  ir::Value w = g.add("stablehlo.subtract", {x, s}, t6);  // needs no collective
+  ir::Value z = g.add("stablehlo.multiply", {g.add("stablehlo.add", {c1, s}, t6), c1}, t6);
+  ir::Value c2 = ops::collective_node(g, ops::Collective::kAllReduce, ops::Reduction::kMax, z, 2);
+  g.outputs = {g.add("stablehlo.add", {c2, w}, t6), w, c1, x};
+  ASSERT_EQ(g.collectives.size(), 2u);
+
+  auto compile = [&](const std::string& text, int replicas) {
+    CompileOptions o;
+    o.num_replicas = replicas;
+    o.portable = replicas == 1;
+    if (replicas > 1) o.device_ids = {0, 1};
+    return client2_->compile(text, o.encode());
+  };
+  const std::vector<std::vector<float>> xs = {kA, kB}, ss = {kB, kSum};
+  std::vector<std::vector<BufferPtr>> inputs(2);
+  for (int r = 0; r < 2; ++r) {
+    inputs[r].push_back(client2_->buffer_from_host(xs[r].data(), ElementType::kF32, {6}, r));
+    inputs[r].push_back(client2_->buffer_from_host(ss[r].data(), ElementType::kF32, {6}, r));
+  }
+  // The whole program, replicated.
+  ir::Graph whole = g;
+  whole.replicas = 2;
+  std::vector<ExecuteResult> ref = compile(ir::print_stablehlo(whole), 2)->execute_replicated(
+      {{inputs[0][0].get(), inputs[0][1].get()}, {inputs[1][0].get(), inputs[1][1].get()}});
+  for (auto& r : ref) r.done->wait();
+
+  const ir::Split split = ir::split(g, g.collectives);
+  ASSERT_EQ(split.segments.size(), 3u);
+  ASSERT_EQ(split.cuts.size(), 2u);
+  EXPECT_EQ(split.cuts[0].after, 0);
+  EXPECT_EQ(split.cuts[1].after, 1);
+  for (const ir::Split::Segment& seg : split.segments)
+    EXPECT_EQ(ir::print_stablehlo(seg.graph).find("all_reduce"), std::string::npos);
+  // In stages: each segment on each device, each collective replicated alone.
+  std::vector<std::vector<BufferPtr>> values(2, std::vector<BufferPtr>(split.values));
+  for (int r = 0; r < 2; ++r) values[r][0] = inputs[r][0], values[r][1] = inputs[r][1];
+  size_t cut = 0;
+  for (size_t k = 0; k < split.segments.size(); ++k) {
+    const ir::Split::Segment& seg = split.segments[k];
+    if (!seg.outputs.empty()) {
+      ExecutablePtr exe = compile(ir::print_stablehlo(seg.graph), 1);
+      for (int r = 0; r < 2; ++r) {
+        std::vector<Buffer*> args;
+        for (int p : seg.params) args.push_back(values[r][p].get());
+        ExecuteResult out = exe->execute(args, r);
+        out.done->wait();
+        for (size_t i = 0; i < seg.outputs.size(); ++i) values[r][seg.outputs[i]] = out.outputs.at(i);
+      }
+    }
+    for (; cut < split.cuts.size() && split.cuts[cut].after == static_cast<int>(k); ++cut) {
+      const ir::Split::Cut& c = split.cuts[cut];
+      const auto red = cut == 0 ? ops::Reduction::kSum : ops::Reduction::kMax;
+      ExecutablePtr exe =
+          compile(ops::collective_module(ops::Collective::kAllReduce, red, ir::DType::kF32, 6, 2), 2);
+      std::vector<ExecuteResult> out =
+          exe->execute_replicated({{values[0][c.operand].get()}, {values[1][c.operand].get()}});
+      for (int r = 0; r < 2; ++r) {
+        out[r].done->wait();
+        values[r][c.result] = out[r].outputs.at(0);
+      }
+    }
+  }
+  for (int r = 0; r < 2; ++r)
+    for (size_t j = 0; j < g.outputs.size(); ++j)
+      EXPECT_EQ(download(*values[r][split.outputs[j]]), download(*ref[r].outputs.at(j)))
+          << "output " << j << " replica " << r;
 }
 
 }  // namespace
