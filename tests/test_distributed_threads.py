@@ -1,7 +1,7 @@
 """Ranks as threads of one process (torchtpu.distributed.thread_group): each
 collective is one XLA program of StableHLO collectives run on all the ranks'
-devices at once; in Fused Eager it is the last node of the program that
-computes its input. Needs four devices: run in a child process with
+devices at once; in Fused Eager it is a node of the rank's program, which
+goes on past it. Needs four devices: run in a child process with
 TORCHTPU_CPU_DEVICES=4 (this process's client has its own device count)."""
 import os
 import subprocess
@@ -235,19 +235,24 @@ FUSED = textwrap.dedent(r'''
 
     # SPMD: every rank's program (matmul, tanh, all_reduce) runs as one
     # replicated execution holding computation and communication.
+    def runs_as_one(fn, name, ops, all_reduces):
+        """fn on every rank is one replicated execution of one new program
+        holding `ops` and `all_reduces` all_reduce nodes."""
+        before = torchtpu.debug.metrics()["distributed"]
+        texts_before = len(collective_programs())
+        errors = run_ranks(fn, name)
+        assert not errors, errors
+        d = delta(before)
+        assert d["fused_programs"] == 1 and d["staged_programs"] == 0 and d["device_programs"] == 1, d
+        new = collective_programs()[texts_before:]
+        assert len(new) == 1 and new[0].count("stablehlo.all_reduce") == all_reduces and all(
+            op in new[0] for op in ops + ("mhlo.num_replicas = 4",)), new
+
     def spmd(r, pg, dev):
         y = (X[r].to(dev) @ W.to(dev)).tanh()
         dist.all_reduce(y, group=pg)
         check(y.cpu(), ref)
-    before = torchtpu.debug.metrics()["distributed"]
-    texts_before = len(collective_programs())
-    errors = run_ranks(spmd, "fused_spmd")
-    assert not errors, errors
-    d = delta(before)
-    assert d["fused_programs"] == 1 and d["staged_programs"] == 0 and d["device_programs"] == 1, d
-    new = collective_programs()[texts_before:]
-    assert len(new) == 1 and all(op in new[0] for op in ("stablehlo.dot_general", "stablehlo.tanh",
-                                                          "stablehlo.all_reduce", "mhlo.num_replicas = 4")), new
+    runs_as_one(spmd, "fused_spmd", ("stablehlo.dot_general", "stablehlo.tanh"), 1)
 
     # The program goes on past the collective: the ops after it, and a second
     # collective, are in the same replicated program.
@@ -257,15 +262,7 @@ FUSED = textwrap.dedent(r'''
         z = y.exp() * 2
         dist.all_reduce(z, op=dist.ReduceOp.MAX, group=pg)
         check((z - y).cpu(), ref.exp() * 2 - ref)
-    before = torchtpu.debug.metrics()["distributed"]
-    texts_before = len(collective_programs())
-    errors = run_ranks(past, "fused_past")
-    assert not errors, errors
-    d = delta(before)
-    assert d["fused_programs"] == 1 and d["staged_programs"] == 0 and d["device_programs"] == 1, d
-    new = collective_programs()[texts_before:]
-    assert len(new) == 1 and new[0].count("stablehlo.all_reduce") == 2 and all(
-        op in new[0] for op in ("stablehlo.dot_general", "stablehlo.exponential", "stablehlo.subtract")), new
+    runs_as_one(past, "fused_past", ("stablehlo.dot_general", "stablehlo.exponential", "stablehlo.subtract"), 2)
 
     # Ranks that cut their programs in different places (rank 0 reads a value
     # between the collectives; the others read nothing until the end), with
@@ -330,6 +327,27 @@ FUSED = textwrap.dedent(r'''
     errors = run_ranks(next_one, "fused_next")
     assert not errors, errors
     assert time.monotonic() - start < 20
+
+    # Two groups in one program: all four ranks, then pairs (ranks 0-1 on
+    # devices 0-1, 2-3 on devices 2-3). Then a program of the pair group alone
+    # runs as one replicated execution over the pair's devices.
+    def two_groups(r, pg, dev):
+        pair = thread_group(r % 2, 2, name=f"fused_pair{r // 2}", timeout=datetime.timedelta(seconds=30))
+        a = X[r].to(dev) + r
+        dist.all_reduce(a, group=pg)
+        b = a * (r + 1)
+        dist.all_reduce(b, group=pair)
+        check((a + b).cpu(), ref_all + ref_all * pair_factor[r // 2])
+        c = X[r].to(dev).tanh()
+        dist.all_reduce(c, group=pair)
+        check(c.cpu(), X[2 * (r // 2)].tanh() + X[2 * (r // 2) + 1].tanh())
+    ref_all = sum(X[q] + q for q in range(N))
+    pair_factor = [1 + 2, 3 + 4]
+    before = torchtpu.debug.metrics()["distributed"]
+    errors = run_ranks(two_groups, "fused_two_groups")
+    assert not errors, errors
+    d = delta(before)
+    assert d["staged_programs"] == N and d["fused_programs"] == 2, d
 
     # MPMD: rank 0 computes an extra value; each rank's program then runs
     # without the collective, and the collective alone: same results.
@@ -432,7 +450,7 @@ FUSED = textwrap.dedent(r'''
                          ids=["strict", "fused", "fused_cut_every_2_ops"])
 def test_thread_ranks_run_stablehlo_collectives(mode, max_ops):
     """max_ops: Fused Eager's graph size limit, so small that graphs are cut
-    around every collective (never right after one: it ends its program)."""
+    around every collective."""
     env = dict(os.environ, TORCHTPU_CPU_DEVICES="4", OMP_NUM_THREADS="1")
     env.pop("LOCAL_WORLD_SIZE", None)
     if max_ops:
