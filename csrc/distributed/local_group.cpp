@@ -151,7 +151,9 @@ std::shared_ptr<LocalGroup> LocalGroup::get(const std::string& name, int size) {
 
 namespace {
 
-const char* mode_name(int mode) { return mode == 0 ? "Strict or Debug Eager" : mode == 1 ? "Fused Eager" : "a compiled function"; }
+const char* mode_name(int mode) {
+  return mode == 0 ? "Strict or Debug Eager" : mode == 1 ? "Fused Eager" : "a compiled function";
+}
 
 // The ranks `missing` says are absent, as "0, 2".
 template <typename F>

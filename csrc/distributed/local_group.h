@@ -82,8 +82,7 @@ class LocalGroup : public eager::ReplicaGroup, public std::enable_shared_from_th
   // The StableHLO text of every collective program compiled in this process.
   static std::vector<std::string> compiled_programs();
 
-  explicit LocalGroup(int size)
-      : size_(size), entries_(size), issued_(size, 0), devices_(size, -1) {}
+  explicit LocalGroup(int size) : size_(size), entries_(size), issued_(size, 0), devices_(size, -1) {}
 
  private:
   // A rank's program holding collectives (Fused Eager, or compiled).
@@ -117,8 +116,9 @@ class LocalGroup : public eager::ReplicaGroup, public std::enable_shared_from_th
   // group's failure.
   void gather(std::unique_lock<std::mutex>& lock, int rank, Entry entry, const std::function<void()>& last,
               std::chrono::milliseconds timeout);
-  // A collective run alone: issued (unless `issued`), then its data round;
-  // returns rank's output (null for a barrier).
+  // A collective run alone: issued, then (once the rank's programs holding
+  // earlier collectives ran) its rounds; returns rank's output (null for a
+  // barrier).
   pjrt::BufferPtr meet(int rank, Entry entry, ops::Collective kind, ops::Reduction reduction, ir::DType dtype,
                        int64_t numel, std::chrono::milliseconds timeout);
   pjrt::BufferPtr data_round(int rank, Entry entry, ops::Collective kind, ops::Reduction reduction, ir::DType dtype,
