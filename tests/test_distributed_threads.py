@@ -349,6 +349,33 @@ FUSED = textwrap.dedent(r'''
     d = delta(before)
     assert d["staged_programs"] == N and d["fused_programs"] == 2, d
 
+    # Fused Eager collectives and a compiled function holding one, on the same
+    # ranks: the compiled program reads the pending result of the eager one.
+    def tanh_sum(x, pg):
+        y = x.tanh()
+        dist.all_reduce(y, group=pg)
+        return y * 2
+    compiled_tanh_sum = torch.compile(tanh_sum, backend="tpu")
+    def eager_then_compiled(r, pg, dev):
+        for _ in range(2):
+            a = X[r].to(dev) + 1
+            dist.all_reduce(a, group=pg)
+            check(compiled_tanh_sum(a, pg).cpu(), 2 * N * sum(X[q] + 1 for q in range(N)).tanh())
+    errors = run_ranks(eager_then_compiled, "fused_and_compiled")
+    assert not errors, errors
+
+    # The rank threads end with their collectives pending; another thread
+    # reads the results.
+    def leaves(r, pg, dev):
+        a = X[r].to(dev) * 3
+        dist.all_reduce(a, group=pg)
+        outs[r] = a
+    outs = {}
+    errors = run_ranks(leaves, "fused_leaves")
+    assert not errors, errors
+    for r in range(N):
+        check(outs[r].cpu(), 3 * sum(X))
+
     # MPMD: rank 0 computes an extra value; each rank's program then runs
     # without the collective, and the collective alone: same results.
     def mpmd(r, pg, dev):

@@ -259,10 +259,11 @@ void LocalGroup::gather(std::unique_lock<std::mutex>& lock, int rank, Entry entr
     ++generation_;
     cv_.notify_all();
   } else {
-    // A rank that has not brought its program for a while is asked to
-    // materialize it (its thread may wait on something else).
+    // A rank that has not brought its program is asked to materialize it
+    // once its device has had no op for a while (its thread waits on
+    // something else, or ended), and after a second in any case.
     const auto start = std::chrono::steady_clock::now();
-    auto next_pull = start + std::chrono::seconds(1);
+    auto next_check = start + std::chrono::milliseconds(50);
     while (generation_ == gen && failed_.empty()) {
       const auto now = std::chrono::steady_clock::now();
       if (now >= start + timeout) {
@@ -273,17 +274,20 @@ void LocalGroup::gather(std::unique_lock<std::mutex>& lock, int rank, Entry entr
         cv_.notify_all();
         break;
       }
-      if (now >= next_pull) {
-        next_pull = now + std::chrono::seconds(1);
+      if (now >= next_check) {
+        next_check = now + std::chrono::milliseconds(50);
+        const bool long_wait = now - start >= std::chrono::seconds(1);
         std::vector<int> absent;
         for (int r = 0; r < size_; ++r)
           if (entries_[r].kind == Entry::kNone && devices_[r] >= 0) absent.push_back(devices_[r]);
         lock.unlock();
-        for (int dev : absent) pull(dev);
+        eager::Runtime& rt = eager::Runtime::get();
+        for (int dev : absent)
+          if (long_wait || rt.fused(dev).idle_ns() >= 100'000'000) pull(dev);
         lock.lock();
         continue;
       }
-      cv_.wait_until(lock, std::min(start + timeout, next_pull));
+      cv_.wait_until(lock, std::min(start + timeout, next_check));
     }
   }
   TORCH_CHECK(failed_.empty(), failed_);

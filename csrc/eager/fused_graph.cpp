@@ -4,6 +4,7 @@
 #include <atomic>
 #include <stdexcept>
 
+#include "eager/copy_queue.h"
 #include "eager/metrics.h"
 #include "ir/graph_key.h"
 
@@ -152,6 +153,7 @@ void FusedGraph::append(ir::Graph& op, const std::vector<OpGraph::Input>& inputs
   p.sites.back().where.issuer = p.issuer;
   ++p.ops;
   if (capture_) return;
+  last_op_ns_.store(steady_now_ns(), std::memory_order_relaxed);
   p.loop.set_max_ops(max_ops);
   const LoopDetector::Cut cut = p.loop.record(fp.hi ^ fp.lo, p.ops);
   // No cut right after a collective: its group joins the graph first (join_group).
@@ -189,6 +191,8 @@ void FusedGraph::join_group(const StorageValue* result, CollectiveCall call) {
   call.node = p->g.collectives.back();
   p->calls.push_back(std::move(call));
 }
+
+int64_t FusedGraph::idle_ns() const { return steady_now_ns() - last_op_ns_.load(std::memory_order_relaxed); }
 
 void FusedGraph::flush_groups() {
   for (const auto& p : pending_)

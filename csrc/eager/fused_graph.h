@@ -13,6 +13,7 @@
 // unknown joins the graph holding its inputs.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <vector>
 
@@ -43,6 +44,8 @@ class FusedGraph {
   void join_group(const StorageValue* result, CollectiveCall call);
   // Queues the pending graphs that hold collectives (another rank waits for them).
   void flush_groups();
+  // Nanoseconds since an op was last appended (any thread; no lock needed).
+  int64_t idle_ns() const;
   // A capture's pending graph as such a task (null if empty).
   std::unique_ptr<Task> take_pending() {
     return pending_.empty() ? nullptr : make_task(*pending_.front(), Reason::kSync);
@@ -93,6 +96,7 @@ class FusedGraph {
   int device_;
   bool capture_;
   std::vector<std::unique_ptr<Pending>> pending_;
+  std::atomic<int64_t> last_op_ns_{0};
 };
 
 // The op count at which a fused graph is cut when no loop is found.
