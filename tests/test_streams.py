@@ -124,3 +124,33 @@ def test_generic_torch_stream_and_event():
     plain.synchronize()
     assert s.query()
     s.synchronize()
+
+
+def test_timed_events_are_ordered_as_recorded_even_when_completions_are_stamped_out_of_order():
+    """The devices' completion callbacks may stamp the work before a later
+    event a moment before the work before an earlier one: elapsed_time
+    between events recorded in order is never negative, and a recording
+    that finished first does not keep a chain of the ones before it."""
+    from torchtpu.device_module import _Timed
+
+    class Stamped:  # a recorded marker with a given completion time
+        def __init__(self, ns, done=False):
+            self.ns, self.done = ns, done
+
+        def time_ns(self):
+            return self.ns
+
+        def query(self):
+            return self.done
+
+    saved = _Timed.last
+    try:
+        _Timed.last = None
+        a, b, c = _Timed(Stamped(5_000)), _Timed(Stamped(4_966)), _Timed(Stamped(9_000))
+        assert b.time_ns() - a.time_ns() == 0 and c.time_ns() - a.time_ns() == 4_000
+        d = _Timed(Stamped(10_000, done=True))
+        e = _Timed(Stamped(12_000))
+        assert d.time is not None and e.before is d and d.before is None
+        assert e.time_ns() - d.time_ns() == 2_000
+    finally:
+        _Timed.last = saved

@@ -197,9 +197,11 @@ class Event:
     def __init__(self, enable_timing=False, blocking=False, interprocess=False):
         self.enable_timing = enable_timing
         self._marker = None
+        self._timed = None
 
     def record(self, stream=None) -> None:
         self._marker = _C._record_marker(bool(self.enable_timing))
+        self._timed = _Timed(self._marker) if self.enable_timing else None
 
     def wait(self, stream=None) -> None:
         pass
@@ -216,7 +218,35 @@ class Event:
             raise RuntimeError("elapsed_time needs two events created with enable_timing=True")
         if self._marker is None or end_event._marker is None:
             raise RuntimeError("elapsed_time needs both events recorded first")
-        return (end_event._marker.time_ns() - self._marker.time_ns()) / 1e6
+        return (end_event._timed.time_ns() - self._timed.time_ns()) / 1e6
+
+
+class _Timed:
+    """A timed event's recording. The queue is ordered: the work before a
+    later recording finishes no earlier than the work before an earlier one,
+    though the devices' completion callbacks may stamp them in another order;
+    so a recording's time is at least the one recorded before it."""
+
+    last = None  # the latest recording
+
+    def __init__(self, marker):
+        self.marker, self.time = marker, None
+        before = _Timed.last
+        if before is not None and before.marker.query():
+            before.time_ns()  # known at once: the chain stays short
+        self.before = before
+        _Timed.last = self
+
+    def time_ns(self) -> int:
+        chain, t = [], self
+        while t is not None and t.time is None:
+            chain.append(t)
+            t = t.before
+        floor = t.time if t is not None else 0
+        for t in reversed(chain):
+            floor = t.time = max(t.marker.time_ns(), floor)
+            t.before = None
+        return self.time
 
 
 _default_streams = {}

@@ -220,6 +220,39 @@ void TpuBackend::agree(const std::string& op, const Tensors& tensors, const std:
   on_device_ = std::any_of(tensors.begin(), tensors.end(), [](const at::Tensor& t) { return !t.is_cpu(); });
 }
 
+TpuBackend::Tensors TpuBackend::staged(const Tensors& tensors) {
+  constexpr int64_t kKeptBytes = int64_t{512} << 20;
+  Tensors h;
+  for (const at::Tensor& t : tensors) {
+    if (t.is_cpu()) {
+      h.push_back(t.contiguous());
+      continue;
+    }
+    stats().host_staged_bytes += static_cast<int64_t>(t.nbytes());
+    at::Tensor& kept = staging_[{static_cast<int>(t.scalar_type()), t.numel()}];
+    // Reused only when nothing else holds it (an upload from it may still run).
+    if (!kept.defined() || kept.storage().use_count() != 1) {
+      if (!kept.defined()) staging_bytes_ += static_cast<int64_t>(t.nbytes());
+      kept = at::empty({t.numel()}, t.options().device(at::kCPU));
+    }
+    at::Tensor buffer = kept.view(t.sizes());
+    buffer.copy_(t);
+    h.push_back(std::move(buffer));
+  }
+  if (staging_bytes_ > kKeptBytes) {  // sizes vary: keep only what this call used
+    std::map<std::pair<int, int64_t>, at::Tensor> used;
+    staging_bytes_ = 0;
+    for (const at::Tensor& t : tensors)
+      if (!t.is_cpu()) {
+        auto key = std::make_pair(static_cast<int>(t.scalar_type()), t.numel());
+        if (!used.count(key)) staging_bytes_ += static_cast<int64_t>(t.nbytes());
+        used[key] = staging_[key];
+      }
+    staging_ = std::move(used);
+  }
+  return h;
+}
+
 void TpuBackend::run(const char* op, const Work& work) {
   if (on_device_) ++stats().host_staged;
   try {
@@ -251,7 +284,7 @@ TpuBackend::Work TpuBackend::reduce_all(const char* op, c10d::OpType type, Tenso
     return done(rank_, type, tensors);
   }
   agree(op, tensors, reduction_name(reduction));
-  Tensors h = to_host(tensors);
+  Tensors h = staged(tensors);
   run(op, launch(h, host_reduction(reduction, h)));
   finish_reduction(reduction, h, size_);
   back(tensors, h);

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 
 #include "distributed/consensus.h"
@@ -92,6 +93,10 @@ class TpuBackend final : public c10d::Backend {
 
   // Which collectives thread ranks support; raises naming `op` otherwise.
   void local_only(const char* op) const;
+  // Host copies of device tensors for a collective that is waited for
+  // before it returns: kept buffers of the same dtype and size are reused
+  // (a fresh large host allocation costs page faults on every call).
+  Tensors staged(const Tensors& tensors);
 
   std::unique_ptr<Consensus> consensus_;      // across processes
   c10::intrusive_ptr<c10d::Backend> host_;    // across processes
@@ -100,6 +105,8 @@ class TpuBackend final : public c10d::Backend {
   bool coalescing_ = false;
   std::vector<Work> coalesced_;
   bool on_device_ = false;  // the current op's tensors are on tpu (else CPU: Gloo's own)
+  std::map<std::pair<int, int64_t>, at::Tensor> staging_;  // by dtype and elements
+  int64_t staging_bytes_ = 0;
 };
 
 }  // namespace torchtpu::distributed
