@@ -10,22 +10,8 @@ import textwrap
 
 import pytest
 
-SCRIPT = textwrap.dedent(r'''
-    import datetime, os, sys, threading, time
-    import torch, torch.distributed as dist
-    import torchtpu
-    from torchtpu.distributed import thread_group, collective_programs
-
-    MODE = sys.argv[1]
-    torchtpu.set_eager_mode(MODE)
-    N = 4
-    check = torch.testing.assert_close
-
-    def inp(r, shape, dtype):
-        n = max(1, torch.Size(shape).numel())
-        t = (torch.arange(n, dtype=torch.float64) % 5 + 2 * r - 3).to(dtype)[: torch.Size(shape).numel()]
-        return t.reshape(shape)
-
+# Runs fn(rank, group, device) on N thread ranks; returns their exceptions.
+RUN_RANKS = textwrap.dedent(r'''
     def run_ranks(fn, name, timeout=30):
         errors, threads = {}, []
         def body(r):
@@ -39,6 +25,25 @@ SCRIPT = textwrap.dedent(r'''
         [t.join(120) for t in threads]
         assert not any(t.is_alive() for t in threads), "a rank hung"
         return errors
+''')
+
+SCRIPT = textwrap.dedent(r'''
+    import datetime, os, sys, threading, time
+    import torch, torch.distributed as dist
+    import torchtpu
+    from torchtpu.distributed import thread_group, collective_programs
+
+    MODE = sys.argv[1]
+    torchtpu.set_eager_mode(MODE)
+    N = 4
+    check = torch.testing.assert_close
+    # RUN_RANKS
+
+    def inp(r, shape, dtype):
+        n = max(1, torch.Size(shape).numel())
+        t = (torch.arange(n, dtype=torch.float64) % 5 + 2 * r - 3).to(dtype)[: torch.Size(shape).numel()]
+        return t.reshape(shape)
+
 
     REDUCE = {dist.ReduceOp.SUM: lambda s: s.sum(0), dist.ReduceOp.MAX: lambda s: s.max(0).values,
               dist.ReduceOp.MIN: lambda s: s.min(0).values, dist.ReduceOp.PRODUCT: lambda s: s.prod(0),
@@ -483,7 +488,7 @@ def test_thread_ranks_run_stablehlo_collectives(mode, max_ops):
     if max_ops:
         env["TORCHTPU_FUSED_MAX_OPS"] = max_ops
     full = mode == "fused" and not max_ops
-    script = SCRIPT + (FUSED if full else "") + 'print("THREADS OK")\n'
+    script = SCRIPT.replace("# RUN_RANKS", RUN_RANKS) + (FUSED if full else "") + 'print("THREADS OK")\n'
     proc = subprocess.run([sys.executable, "-c", script, mode], env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0 and "THREADS OK" in proc.stdout and (not full or "FUSED OK" in proc.stdout), proc.stdout[-3000:] + proc.stderr[-5000:]
 
@@ -511,6 +516,7 @@ RANDOM = textwrap.dedent(r"""
         reads, extra, pause = [reads[0]] * N, [extra[0]] * N, [set()] * N
     torch.manual_seed(seed)
     base = [torch.randn(16) for _ in range(N)]
+    # RUN_RANKS
 
     def step(i, op, n, xs):
         # every rank's result of collective i, given every rank's input
@@ -563,16 +569,7 @@ RANDOM = textwrap.dedent(r"""
         for i in range(STEPS):
             torch.testing.assert_close(mine[i].cpu(), ref[i][r], rtol=1e-4, atol=1e-4)
 
-    errors = {}
-    def body(r):
-        try:
-            rank(r, thread_group(r, N, name="random", timeout=datetime.timedelta(seconds=30)), torch.device("tpu", r))
-        except Exception as e:
-            errors[r] = e
-    threads = [threading.Thread(target=body, args=(r,)) for r in range(N)]
-    [t.start() for t in threads]
-    [t.join(120) for t in threads]
-    assert not any(t.is_alive() for t in threads), "a rank hung"
+    errors = run_ranks(rank, "random")
     assert not errors, errors
     d = torchtpu.debug.metrics()["distributed"]
     assert d["fused_programs"] > 0 if spmd else d["staged_programs"] > 0, d
@@ -587,6 +584,7 @@ def test_thread_ranks_random_collective_sequences_match_the_cpu(seed, kind, max_
     env.pop("LOCAL_WORLD_SIZE", None)
     if max_ops:
         env["TORCHTPU_FUSED_MAX_OPS"] = max_ops
-    proc = subprocess.run([sys.executable, "-c", RANDOM, str(seed), kind], env=env, capture_output=True, text=True,
+    script = RANDOM.replace("# RUN_RANKS", RUN_RANKS)
+    proc = subprocess.run([sys.executable, "-c", script, str(seed), kind], env=env, capture_output=True, text=True,
                           timeout=600)
     assert proc.returncode == 0 and "RANDOM OK" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-5000:]
