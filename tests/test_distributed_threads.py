@@ -212,8 +212,18 @@ SCRIPT = textwrap.dedent(r'''
             except RuntimeError as e:
                 assert "rank 0: all_reduce(sum) float32[4] (its input failed)" in str(e), e
             check(kept.cpu(), torch.ones(4) * (r + 1))
+        # Every rank's input failed: each raises its own input's error.
+        def all_failed(r, pg, dev):
+            s = torch.zeros(2 ** 38, device=dev)[:4] + 1
+            try:
+                dist.all_reduce(s, group=pg)
+                s.cpu()
+                raise AssertionError("the all_reduce of failed values did not raise")
+            except RuntimeError as e:
+                assert "out of memory" in str(e).lower() and "returned nothing" not in str(e), e
         try:
             errors = run_ranks(failed_input, "failed_input")
+            errors.update(run_ranks(all_failed, "all_failed"))
         finally:
             torchtpu._C._set_memory_capacity(-1)
         assert not errors, errors
@@ -380,6 +390,27 @@ FUSED = textwrap.dedent(r'''
     assert not errors, errors
     for r in range(N):
         check(outs[r].cpu(), 3 * sum(X))
+
+    # Programs that run in stages (rank 0 adds an op) carry every kind of
+    # value through their collectives: int64 beyond 2**53, bfloat16 from a
+    # non-contiguous tensor, a 0-d tensor with NaN and Inf, an empty tensor.
+    def staged_values(r, pg, dev):
+        big = torch.tensor([2 ** 53 + 1, -(2 ** 60) + r], dtype=torch.int64).to(dev)
+        half = (torch.arange(6, dtype=torch.float32).reshape(2, 3) + r).to(torch.bfloat16).to(dev).t()
+        special = torch.tensor(float("nan") if r == 0 else (float("inf") if r == 1 else 1.0)).to(dev)
+        empty = torch.empty(0, 3, device=dev)
+        if r == 0:
+            big = big + 0  # rank 0's program differs
+        for t in (big, half, special, empty):
+            dist.all_reduce(t, group=pg)
+        check(big.cpu(), torch.tensor([N * (2 ** 53 + 1), -N * 2 ** 60 + sum(range(N))]), rtol=0, atol=0)
+        check(half.cpu(), sum((torch.arange(6, dtype=torch.float32).reshape(2, 3) + q).to(torch.bfloat16)
+                              for q in range(N)).t())
+        assert torch.isnan(special.cpu()) and empty.cpu().shape == (0, 3)
+    before = torchtpu.debug.metrics()["distributed"]
+    errors = run_ranks(staged_values, "fused_staged_values")
+    assert not errors, errors
+    assert delta(before)["staged_programs"] >= N
 
     # MPMD: rank 0 computes an extra value; each rank's program then runs
     # without the collective, and the collective alone: same results.

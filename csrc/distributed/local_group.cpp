@@ -260,7 +260,7 @@ void LocalGroup::gather(std::unique_lock<std::mutex>& lock, int rank, Entry entr
     cv_.notify_all();
   } else {
     // A rank that has not brought its program is asked to materialize it
-    // once its device has had no op for a while (its thread waits on
+    // once that program has had no op for a while (its thread waits on
     // something else, or ended), and after a second in any case.
     const auto start = std::chrono::steady_clock::now();
     auto next_check = start + std::chrono::milliseconds(50);

@@ -218,8 +218,10 @@ void LocalGroup::stage(std::unique_ptr<eager::Task> task, std::string error) {
           pjrt::BufferPtr b = group->data_round(call.rank, std::move(e), static_cast<ops::Collective>(call.kind),
                                                 static_cast<ops::Reduction>(call.reduction), type.dtype, type.numel(),
                                                 timeout);
-          if (!b) throw std::logic_error("tpu_dist: a collective returned nothing");
-          result->fill(std::move(b), finished_run());
+          // No output: every rank's input failed, each with its own error.
+          if (!b && !input_error) throw std::logic_error("tpu_dist: a collective returned nothing");
+          if (b) result->fill(std::move(b), finished_run());
+          else failure = input_error;
         } catch (const std::exception& e) {
           failure = std::make_shared<eager::DeviceError>(e.what(), 0, task->sites);
         }

@@ -153,7 +153,7 @@ void FusedGraph::append(ir::Graph& op, const std::vector<OpGraph::Input>& inputs
   p.sites.back().where.issuer = p.issuer;
   ++p.ops;
   if (capture_) return;
-  last_op_ns_.store(steady_now_ns(), std::memory_order_relaxed);
+  if (!p.calls.empty()) last_op_ns_.store(steady_now_ns(), std::memory_order_relaxed);  // ranks only
   p.loop.set_max_ops(max_ops);
   const LoopDetector::Cut cut = p.loop.record(fp.hi ^ fp.lo, p.ops);
   // No cut right after a collective: its group joins the graph first (join_group).
@@ -190,6 +190,7 @@ void FusedGraph::join_group(const StorageValue* result, CollectiveCall call) {
     throw std::logic_error("fused graph: a collective joined no pending graph");
   call.node = p->g.collectives.back();
   p->calls.push_back(std::move(call));
+  last_op_ns_.store(steady_now_ns(), std::memory_order_relaxed);
 }
 
 int64_t FusedGraph::idle_ns() const { return steady_now_ns() - last_op_ns_.load(std::memory_order_relaxed); }

@@ -44,7 +44,8 @@ class FusedGraph {
   void join_group(const StorageValue* result, CollectiveCall call);
   // Queues the pending graphs that hold collectives (another rank waits for them).
   void flush_groups();
-  // Nanoseconds since an op was last appended (any thread; no lock needed).
+  // Nanoseconds since an op was last appended to a graph holding
+  // collectives (any thread; no lock needed).
   int64_t idle_ns() const;
   // A capture's pending graph as such a task (null if empty).
   std::unique_ptr<Task> take_pending() {
