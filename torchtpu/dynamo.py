@@ -71,6 +71,9 @@ def _user_line(node):
     return ""
 
 
+_VIEWS = (torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default)
+
+
 class _Capturer(torch.fx.Interpreter):
     """Runs a graph's nodes one by one, each op issued with the user's source
     line of its node (errors of the compiled program name it)."""
@@ -81,6 +84,19 @@ class _Capturer(torch.fx.Interpreter):
             return super().run_node(n)
         finally:
             _C._set_site_text("")
+
+    def call_function(self, target, args, kwargs):
+        if target not in _VIEWS:
+            return super().call_function(target, args, kwargs)
+        try:
+            return target(*args, **kwargs)
+        except RuntimeError as e:
+            if "view size is not compatible" not in str(e):
+                raise
+            # The graph was traced with PyTorch's meta strides; where a value
+            # here is laid out otherwise, its view is a reshape (the graph is
+            # functional, so the copy changes no result).
+            return torch.ops.aten.reshape.default(*args, **kwargs)
 
 
 class _Program:

@@ -36,6 +36,7 @@ template <class F>
 at::Tensor& unary_out(const char* op, const char* cpu_name, const at::Tensor& self, at::Tensor& out, F f) {
   check_float(cpu_name, self);
   Kernel k(op, self);
+  k.elementwise();
   const at::ScalarType ct = opmath(self.scalar_type());
   Value r;
   try {
@@ -56,6 +57,7 @@ at::Tensor& grad_out(const char* op, const char* cpu_name, const at::Tensor& gra
   TORCH_CHECK(grad.scalar_type() == x.scalar_type(), op, ": expected grad_output and self to have the same dtype, got ",
               grad.scalar_type(), " and ", x.scalar_type());
   Kernel k(op, grad);
+  k.elementwise({grad, x});
   const at::ScalarType ct = opmath(grad.scalar_type());
   Value r;
   try {
@@ -107,6 +109,7 @@ at::Tensor hardtanh_impl(const char* op, const at::Tensor& self, const at::Scala
                 "cannot do hardtanh on an unsigned type with negative limits");
   }
   Kernel k(op, self);
+  k.elementwise();
   Builder& b = k.b();
   // As clamp: the bounds in self's dtype.
   Value r = b.min(b.max(k.in(self), k.scalar(l, st)), k.scalar(h, st));
@@ -167,6 +170,7 @@ at::Tensor rrelu_impl(const char* op, const at::Tensor& self, const at::Tensor& 
               self.sizes(), " noise.shape = ", noise.sizes());
   check_float("rrelu_with_noise_out_cpu", self);
   Kernel k(op, self);
+  k.elementwise();
   Builder& b = k.b();
   const at::ScalarType st = self.scalar_type(), ct = opmath(st);
   Value x = k.in(self, ct), r;
@@ -247,6 +251,7 @@ at::Tensor mish_backward(const at::Tensor& grad, const at::Tensor& self) {
 at::Tensor& hardshrink_out(const at::Tensor& self, const at::Scalar& lambd, at::Tensor& out) {
   check_float("hardshrink_cpu", self);
   Kernel k("aten::hardshrink.out", self);
+  k.elementwise();
   const at::ScalarType st = self.scalar_type();
   write_out(k, out, ops::hardshrink(k.b(), k.in(self), k.scalar(lambd, st)), st);
   k.run();
@@ -291,6 +296,7 @@ at::Tensor& hardsigmoid_backward_out(const at::Tensor& grad, const at::Tensor& s
 at::Tensor hardswish_impl(const char* op, const at::Tensor& self, const at::Tensor* target, bool inplace) {
   check_float("hardswish_cpu", self);
   Kernel k(op, self);
+  k.elementwise();
   const at::ScalarType st = self.scalar_type(), ct = opmath(st);
   Value r = ops::hardswish(k.b(), k.in(self, ct), k.scalar(6.0, ct));
   at::Tensor result;
@@ -323,6 +329,7 @@ at::Tensor& threshold_out(const at::Tensor& self, const at::Scalar& threshold, c
   const at::ScalarType st = self.scalar_type();
   TORCH_CHECK(st != at::kBool, "\"threshold_cpu\" not implemented for 'Bool'");
   Kernel k("aten::threshold.out", self);
+  k.elementwise();
   write_out(k, out, ops::threshold(k.b(), k.in(self), k.scalar(threshold, st), k.scalar(value, st)), st);
   k.run();
   return out;
@@ -354,6 +361,7 @@ at::Tensor& glu_backward_out(const at::Tensor& grad, const at::Tensor& self, int
   const int64_t h = self.size(w) / 2;
   check_float("glu_backward_cpu", self);
   Kernel k(op, self);
+  k.elementwise();
   Builder& b = k.b();
   const at::ScalarType st = self.scalar_type(), ct = opmath(st);
   Value x = k.in(self, ct), g = k.in(grad, ct);
@@ -375,6 +383,7 @@ std::tuple<at::Tensor&, at::Tensor&> log_sigmoid_forward_out(const at::Tensor& s
   const char* op = "aten::log_sigmoid_forward.output";
   check_float("log_sigmoid_cpu", self);
   Kernel k(op, self);
+  k.elementwise();
   const at::ScalarType st = self.scalar_type();
   auto [out, buf] = ops::log_sigmoid(k.b(), k.in(self, opmath(st)));
   write_out(k, output, out, st);
@@ -400,6 +409,7 @@ at::Tensor& log_sigmoid_backward_out(const at::Tensor& grad, const at::Tensor& s
 at::Tensor prelu_kernel(const at::Tensor& self, const at::Tensor& weight) {
   check_float("prelu_cpu", self);
   Kernel k("aten::_prelu_kernel", self);
+  k.elementwise({self, weight});
   const at::ScalarType st = self.scalar_type(), ct = opmath(st);
   at::Tensor out = k.out(ops::prelu(k.b(), k.in(self, ct), k.in(weight, ct)), st);
   k.run();
@@ -410,6 +420,7 @@ std::tuple<at::Tensor, at::Tensor> prelu_kernel_backward(const at::Tensor& grad,
                                                          const at::Tensor& weight) {
   check_float("prelu_backward_cpu", self);
   Kernel k("aten::_prelu_kernel_backward", self);
+  k.elementwise({self, weight, grad});
   Builder& b = k.b();
   const at::ScalarType st = self.scalar_type(), ct = opmath(st);
   Value x = k.in(self, ct), w = k.in(weight, ct), g = k.in(grad, ct);

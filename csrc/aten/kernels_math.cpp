@@ -46,6 +46,7 @@ at::Tensor unary(const char* op, const char* name, Rule rule, const Un& f, const
                  const at::Tensor* target) {
   const at::ScalarType ct = compute_type(name, rule, a.scalar_type());
   Kernel k(op, a);
+  k.elementwise();
   Value r;
   try {
     r = f(k.b(), k.b().convert(k.in(a, ct), to_ir(opmath(ct))));
@@ -60,6 +61,7 @@ at::Tensor binary(const char* op, const char* name, Rule rule, const Bin& f, con
   c10::Device dev = target && target->defined() ? target->device() : device_of(a, b);
   const at::ScalarType ct = compute_type(name, rule, at::result_type(a, b));
   Kernel k(op, dev);
+  k.elementwise({a, b});
   Value r;
   try {
     const DType o = to_ir(exact_in_own_dtype(name) ? ct : opmath(ct));
@@ -128,6 +130,7 @@ TPU_MATH_UNARY(special_airy_ai, Rule::kNoHalf, ops::airy_ai)
 at::Tensor& signbit_out(const at::Tensor& a, at::Tensor& out) {
   TORCH_CHECK(!out.defined() || out.scalar_type() == at::kBool, "signbit does not support non-boolean outputs.");
   Kernel k("aten::signbit.out", a);
+  k.elementwise();
   k.result(ops::signbit(k.b(), k.in(a)), at::kBool, &out);
   k.run();
   return out;
@@ -137,6 +140,7 @@ at::Tensor& signbit_out(const at::Tensor& a, at::Tensor& out) {
 at::Tensor& conj_physical_out(const at::Tensor& a, at::Tensor& out) {
   TORCH_CHECK_NOT_IMPLEMENTED(!a.is_complex(), "conj_physical: complex tensors are not supported on tpu");
   Kernel k("aten::conj_physical.out", a);
+  k.elementwise();
   finish(k, k.in(a), a.scalar_type(), Dest::kOut, &out);
   return out;
 }
@@ -147,6 +151,7 @@ at::Tensor nan_to_num_impl(const char* op, const at::Tensor& a, std::optional<do
                            std::optional<double> neginf, Dest dest, const at::Tensor* target) {
   const at::ScalarType t = a.scalar_type();
   Kernel k(op, a);
+  k.elementwise();
   Value x = k.in(a);
   if (at::isFloatingType(t)) {
     double hi = 0, lo = 0;
@@ -178,6 +183,7 @@ at::Tensor round_decimals_impl(const char* op, const at::Tensor& a, int64_t deci
   }
   const int64_t d = decimals < 0 ? -decimals : decimals;
   Kernel k(op, a);
+  k.elementwise();
   const at::ScalarType o = opmath(ct);
   Value s = k.scalar(std::pow(10.0, static_cast<double>(d)), o);
   Value r = ops::round_decimals(k.b(), k.b().convert(k.in(a, ct), to_ir(o)), s, decimals < 0);
@@ -195,6 +201,7 @@ std::tuple<at::Tensor&, at::Tensor&> frexp_out(const at::Tensor& a, at::Tensor& 
   TORCH_CHECK(exponent.scalar_type() == at::kInt, "torch.frexp() expects exponent to have int dtype but got ",
               exponent.scalar_type());
   Kernel k("aten::frexp.Tensor_out", a);
+  k.elementwise();
   auto [m, e] = ops::frexp(k.b(), k.in(a));
   k.into_resized(mantissa, m);
   k.into_resized(exponent, e);
@@ -208,6 +215,7 @@ at::Tensor logit_impl(const char* op, const at::Tensor& a, std::optional<double>
                       const at::Tensor* target) {
   const at::ScalarType ct = compute_type("logit", Rule::kIntToFloat, a.scalar_type());
   Kernel k(op, a);
+  k.elementwise();
   const DType o = to_ir(opmath(ct));
   Value lo = eps ? k.b().convert(k.scalar(*eps, ct), o) : Value{};
   Value r = ops::logit(k.b(), k.b().convert(k.in(a, ct), o), lo, to_ir(ct));
@@ -222,6 +230,7 @@ at::Tensor& logit_backward_out(const at::Tensor& grad, const at::Tensor& a, std:
   const char* op = "aten::logit_backward.grad_input";
   const at::ScalarType ct = compute_type("logit_backward", Rule::kFloatOnly, at::result_type(grad, a));
   Kernel k(op, grad);
+  k.elementwise({grad, a});
   const DType o = to_ir(opmath(ct));
   Value lo = eps ? k.b().convert(k.scalar(*eps, ct), o) : Value{};
   Value r = ops::logit_backward(k.b(), k.b().convert(k.in(grad, ct), o), k.b().convert(k.in(a, ct), o), lo);
@@ -233,6 +242,7 @@ at::Tensor polygamma_impl(const char* op, int64_t n, const at::Tensor& a, Dest d
   TORCH_CHECK(n >= 0, "polygamma(n, x) does not support negative n.");
   const at::ScalarType ct = compute_type("polygamma", Rule::kIntToFloat, a.scalar_type());
   Kernel k(op, a);
+  k.elementwise();
   Builder& b = k.b();
   Value x = b.convert(k.in(a, ct), to_ir(opmath(ct)));
   Value r;
@@ -300,6 +310,7 @@ at::Tensor& special_zeta_out(const at::Tensor& x, const at::Tensor& q, at::Tenso
   const char* op = "aten::special_zeta.out";
   const at::ScalarType ct = compute_type("zeta", Rule::kNoHalf, at::result_type(x, q));
   Kernel k(op, out.device());
+  k.elementwise();
   ops::Zeta z = ops::zeta(k.b(), k.in(x, ct), k.in(q, ct));
   k.check(z.unsupported, Kernel::CheckKind::kRuntime,
           std::string(op) + ": integer x with q below -16 is not supported on tpu (the series needs more terms)");

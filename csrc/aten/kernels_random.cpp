@@ -121,6 +121,7 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
   Value x = k.in(input);
   ir::Dims d = b.dims(x);
   at::Tensor out, mask;
+  k.elementwise();  // as the CPU: the output in input's layout, a training mask row-major
   if (!train.value_or(true) || p == 0) {
     out = k.out(x, input.scalar_type());
     mask = k.out(b.constant(DType::kBool, 1, d), at::kBool);
@@ -130,6 +131,7 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
     Value keep = b.compare(u, b.broadcast_to(k.scalar(1.0 - p, at::kFloat), d), Cmp::kLT);
     Value scale = b.broadcast_to(k.scalar(p == 1 ? 0.0 : 1.0 / (1.0 - p), input.scalar_type()), d);
     out = k.out(b.select(keep, b.mul(x, scale), b.zeros_like(x)), input.scalar_type());
+    k.elementwise(false);
     mask = k.out(keep, at::kBool);
   }
   k.run();
@@ -138,6 +140,7 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
 
 at::Tensor native_dropout_backward(const at::Tensor& grad, const at::Tensor& mask, double scale) {
   Kernel k("aten::native_dropout_backward", grad);
+  k.elementwise();
   Builder& b = k.b();
   // grad * mask * scale, as the CPU: integer and bool gradients give the
   // default float dtype; 16-bit ones multiply by the scale in float32; a NaN

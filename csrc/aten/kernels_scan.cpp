@@ -44,6 +44,7 @@ at::Tensor flip_kernel(const at::Tensor& self, at::IntArrayRef dims) {
   for (int64_t i = 0; i < self.dim(); ++i)
     if (set[i] && self.size(i) > 1) rev.push_back(i);
   Kernel k("aten::flip", self);
+  k.elementwise();  // in self's dimension order, as PyTorch's flip
   at::Tensor out = k.out(k.b().reverse(k.in(self), rev), self.scalar_type());
   k.run();
   return out;

@@ -22,6 +22,7 @@ at::Tensor lerp_impl(const char* op, const at::Tensor& self, const at::Tensor& e
   // 16-bit floats compute in float32, as PyTorch's opmath type.
   const at::ScalarType ct = (rt == at::kHalf || rt == at::kBFloat16) ? at::kFloat : rt;
   Kernel k(op, dev);
+  k.elementwise();
   Builder& b = k.b();
   Value x = k.in(self, ct), e = k.in(end, ct), w = k.in(weight, ct);
   Value d = b.sub(e, x);
@@ -52,6 +53,7 @@ at::Tensor clamp_impl(const char* op, const at::Tensor& self, const at::Tensor* 
   if (lo) ct = at::promote_types(ct, at::result_type(self, *lo));
   if (hi) ct = at::promote_types(ct, at::result_type(self, *hi));
   Kernel k(op, dev);
+  k.elementwise();
   Builder& b = k.b();
   Value x = k.in(self, ct);
   if (lo) x = b.max(x, k.in(*lo, ct));
@@ -99,6 +101,7 @@ at::Tensor where_impl(const at::Tensor& cond, const at::Tensor& a, const at::Ten
               cond.scalar_type());
   at::ScalarType ct = at::result_type(a, b);
   Kernel k("aten::where", dev);
+  k.elementwise({cond, a, b});
   Value r = k.b().select(k.in(cond, at::kBool), k.in(a, ct), k.in(b, ct));
   return finish(k, r, ct, dest, target);
 }
@@ -113,6 +116,7 @@ at::Tensor& masked_fill_t(at::Tensor& self, const at::Tensor& mask, const at::Te
   TORCH_CHECK(value.dim() == 0, "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
               value.dim(), " dimension(s).");
   Kernel k("aten::masked_fill_", self);
+  k.elementwise();
   Builder& b = k.b();
   Value x = k.in(self);
   Value m = k.in(mask);
@@ -131,6 +135,7 @@ at::Tensor& masked_fill_s(at::Tensor& self, const at::Tensor& mask, const at::Sc
 
 at::Tensor grad_kernel(const char* op, const at::Tensor& grad, const at::Tensor& x, Bin f) {
   Kernel k(op, grad);
+  k.elementwise({grad, x});
   at::ScalarType ct = opmath(grad.scalar_type());
   Value r = f(k.b(), k.in(grad, ct), k.in(x, ct));
   at::Tensor out = k.out(r, grad.scalar_type());
@@ -140,6 +145,7 @@ at::Tensor grad_kernel(const char* op, const at::Tensor& grad, const at::Tensor&
 
 at::Tensor threshold_backward(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& threshold) {
   Kernel k("aten::threshold_backward", grad);
+  k.elementwise({self, grad});
   Builder& b = k.b();
   at::ScalarType ct = grad.scalar_type();
   Value g = k.in(grad, ct), x = k.in(self, ct);
@@ -158,6 +164,7 @@ at::Tensor& gelu_out(const at::Tensor& self, c10::string_view approximate, at::T
               "aten::gelu.out: expected out tensor to have dtype ", self.scalar_type(), ", but got ",
               out.scalar_type(), " instead");
   Kernel k("aten::gelu.out", self);
+  k.elementwise();
   k.result(ops::gelu(k.b(), k.in(self, opmath(self.scalar_type())), t), self.scalar_type(), &out);
   k.run();
   return out;

@@ -66,6 +66,7 @@ std::tuple<at::Tensor, at::Tensor> sort_impl(const char* op, const at::Tensor& s
   const int64_t d = at::maybe_wrap_dim(dim, self.dim());
   if (self.numel() == 0) return empty_pair(self, self.sizes(), o);
   Kernel k(op, self);
+  k.elementwise();  // values and indices in self's dimension order, as PyTorch's sort
   Builder& b = k.b();
   Value x = k.in(self);
   if (self.dim() == 0 || self.size(d) == 1)

@@ -26,6 +26,7 @@ enum class Dest { kNew, kInplace, kOut };
 inline at::Tensor finish(Kernel& k, Value r, at::ScalarType rt, Dest dest, const at::Tensor* target) {
   at::Tensor result;
   if (dest == Dest::kNew || !target->defined()) {
+    k.elementwise();
     result = k.out(r, rt);
     // An out= kernel called with an undefined `out` (the functional form
     // registry.h derives from it) hands back the new tensor through `out`.

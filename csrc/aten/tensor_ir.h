@@ -24,6 +24,10 @@ ir::Dims to_dims(at::IntArrayRef a);
 c10::Allocator* device_allocator();
 // A new contiguous device tensor (storage not yet written).
 at::Tensor empty_device(at::IntArrayRef sizes, at::ScalarType dtype, c10::DeviceIndex device);
+// The strides PyTorch's TensorIterator gives a new output of `shape` over
+// `inputs` (its fast setup, else its dimension reordering: the first input
+// with an opinion decides); empty for row-major.
+std::vector<int64_t> iterator_strides(at::IntArrayRef shape, c10::ArrayRef<at::Tensor> inputs);
 
 // Raises PyTorch's device-mismatch error unless every defined tensor is on
 // `device` or is a CPU 0-d tensor (a scalar, as CUDA allows).
@@ -52,8 +56,18 @@ class Kernel {
   // Scalars drawn from `source` now and again on every run of a compiled
   // program that holds the op (random keys).
   std::vector<Value> drawn(const std::vector<at::ScalarType>& as, std::shared_ptr<eager::Redraw> source);
-  // A new device tensor holding `v` (converted to `dtype`).
+  // A new device tensor holding `v` (converted to `dtype`): row-major, or,
+  // for an elementwise op, in the dimension order TensorIterator gives it.
   at::Tensor out(Value v, at::ScalarType dtype);
+  // Marks the op elementwise (PyTorch runs it on a TensorIterator): a new
+  // output of the inputs' broadcast shape takes their dimension order, so a
+  // transposed or channels-last input gives a transposed or channels-last
+  // result, as on the CPU and CUDA.
+  // The dimension order comes from `operands`, PyTorch's operands in its
+  // order, when given, else from the tensors in() read (C++ leaves the order
+  // of a call's arguments open: give them for ops of several tensors).
+  void elementwise(bool on = true) { elementwise_ = on; }
+  void elementwise(std::initializer_list<at::Tensor> operands);
   // Writes `v` into `dst` (any view), converting to dst's dtype.
   void into(const at::Tensor& dst, Value v);
   // For out= variants: resizes `out` to v's shape (if needed) and writes.
@@ -79,6 +93,9 @@ class Kernel {
   };
   std::vector<Check> checks_;
   std::vector<eager::StorageValue*> read_;  // storages in() read
+  c10::SmallVector<at::Tensor, 4> inputs_;    // the device tensors in() read, in order
+  c10::SmallVector<at::Tensor, 4> operands_;  // elementwise({...})'s device tensors
+  bool elementwise_ = false;
   static c10::Device check_device(const char* op, c10::Device device);
   const char* op_;
   c10::Device device_;

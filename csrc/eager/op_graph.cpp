@@ -80,9 +80,12 @@ void OpGraph::write(StorageValue* s, ir::DType dtype, const ops::ViewMeta& v, ir
   const int64_t n = s->numel(dtype);
   ir::Value u = b_.convert(update, dtype);
   ir::Value flat;
-  bool whole = v.offset == 0 && ops::is_contiguous(v.sizes, v.strides) && g_.type(u).numel() == n;
-  if (whole) {
+  bool whole = v.offset == 0 && g_.type(u).numel() == n;
+  std::vector<int64_t> order;
+  if (whole && ops::is_contiguous(v.sizes, v.strides)) {
     flat = b_.reshape(u, {n});
+  } else if (whole && !(order = ops::dense_order(v.sizes, v.strides)).empty()) {
+    flat = ops::to_block(b_, u, order);  // a whole storage in another dim order: no read of the old value
   } else {
     flat = ops::write_view(b_, param_for(s, dtype), v, u);
   }

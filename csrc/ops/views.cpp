@@ -14,6 +14,31 @@ bool is_contiguous(const Dims& sizes, const Dims& strides) {
   return true;
 }
 
+std::vector<int64_t> dense_order(const Dims& sizes, const Dims& strides) {
+  std::vector<int64_t> order, ones;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] == 0) return {};
+    (sizes[i] == 1 ? ones : order).push_back(static_cast<int64_t>(i));
+  }
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t c) { return strides[a] > strides[c]; });
+  int64_t expected = 1;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    if (strides[*it] != expected) return {};
+    expected *= sizes[*it];
+  }
+  ones.insert(ones.end(), order.begin(), order.end());
+  return ones;
+}
+
+Value to_block(Builder& b, Value update, const std::vector<int64_t>& order) {
+  const Dims& d = b.dims(update);
+  int64_t count = 1;
+  for (int64_t x : d) count *= x;
+  bool identity = true;
+  for (size_t i = 0; i < order.size(); ++i) identity &= order[i] == static_cast<int64_t>(i);
+  return b.reshape(identity ? update : b.transpose(update, order), {count});
+}
+
 static int64_t numel(const Dims& d) {
   int64_t n = 1;
   for (int64_t x : d) n *= x;
@@ -96,6 +121,12 @@ Value write_view(Builder& b, Value flat, const ViewMeta& v, Value update) {
   if (count == 0) return flat;
   if (is_contiguous(v.sizes, v.strides)) {
     Value u = b.reshape(update, {count});
+    if (v.offset == 0 && count == n) return u;
+    return b.dynamic_update_slice(flat, u, {v.offset});
+  }
+  const std::vector<int64_t> order = dense_order(v.sizes, v.strides);
+  if (!order.empty() && v.offset + count <= n) {
+    Value u = to_block(b, update, order);
     if (v.offset == 0 && count == n) return u;
     return b.dynamic_update_slice(flat, u, {v.offset});
   }
