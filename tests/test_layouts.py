@@ -160,3 +160,71 @@ def test_compiled_graph_with_views_of_permuted_results():
     for g, w in zip(got, want):
         torch.testing.assert_close(g.cpu(), w)
     torch._dynamo.reset()
+
+
+def _spd(n=4, batch=(2,), seed=0):
+    g = torch.Generator().manual_seed(seed)
+    m = torch.randn(*batch, n, n, generator=g)
+    return m @ m.mT + n * torch.eye(n)
+
+
+LINALG = {
+    "cholesky": lambda a, b: torch.linalg.cholesky(a),
+    "cholesky_ex": lambda a, b: torch.linalg.cholesky_ex(a),
+    "inv": lambda a, b: torch.linalg.inv(a),
+    "solve": lambda a, b: torch.linalg.solve(a, b),
+    "solve_triangular": lambda a, b: torch.linalg.solve_triangular(torch.linalg.cholesky(a), b, upper=False),
+    "cholesky_solve": lambda a, b: torch.cholesky_solve(b, torch.linalg.cholesky(a)),
+    "lu_factor": lambda a, b: torch.linalg.lu_factor(a),
+    "lu_solve": lambda a, b: torch.linalg.lu_solve(*torch.linalg.lu_factor(a), b),
+    "lu_solve_right": lambda a, b: torch.linalg.lu_solve(*torch.linalg.lu_factor(a), b.mT, left=False),
+    "solve_right": lambda a, b: torch.linalg.solve(a, b.mT, left=False),
+    "qr": lambda a, b: torch.linalg.qr(b),
+    "qr_complete": lambda a, b: torch.linalg.qr(b, mode="complete"),
+    "eigh": lambda a, b: torch.linalg.eigh(a),
+    "svd": lambda a, b: torch.linalg.svd(b, full_matrices=False),
+    "lstsq": lambda a, b: torch.linalg.lstsq(a, b).solution,
+    "householder_product": lambda a, b: torch.linalg.householder_product(*torch.geqrf(b)),
+    "lu": lambda a, b: torch.linalg.lu(b),  # P, L and U are row-major on the CPU
+    "det": lambda a, b: torch.linalg.det(a),
+}
+
+
+@pytest.mark.parametrize("op", sorted(LINALG))
+def test_linalg_results_are_laid_out_as_lapack_returns_them(op):
+    # Batched column-major matrices (the CPU's and CUDA's layout), so
+    # `.mT.view(...)` of a factor works as there; vectors stay row-major.
+    a, b = _spd(), torch.randn(2, 4, 3, generator=torch.Generator().manual_seed(1))
+    fn = LINALG[op]
+    want = fn(a, b)
+    got = fn(a.to("tpu"), b.to("tpu"))
+    want = tuple(want) if isinstance(want, tuple) else (want,)
+    got = tuple(got) if isinstance(got, tuple) else (got,)
+    for w, g in zip(want, got):
+        assert g.shape == w.shape and g.stride() == w.stride(), f"{tuple(g.shape)}: {g.stride()} vs {w.stride()}"
+        if op not in ("qr", "qr_complete", "svd", "eigh", "householder_product"):  # signs are free there
+            torch.testing.assert_close(g.cpu(), w, rtol=1e-4, atol=1e-4)
+
+
+def test_a_view_of_a_transposed_factor_works_as_on_the_cpu():
+    a = _spd(batch=())
+
+    def f(a):
+        return torch.linalg.cholesky(a).mT.reshape(-1), torch.linalg.inv(a).mT.view(-1)
+
+    want = f(a)
+    got = f(a.to("tpu"))
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g.cpu(), w, rtol=1e-4, atol=1e-5)
+
+
+def test_a_resized_out_takes_the_results_layout():
+    # As PyTorch's structured out= ops: an out of another shape is resized
+    # and restrided; one of the right shape keeps its strides.
+    a = _spd()
+    for make in (lambda d: torch.empty(0, device=d), lambda d: torch.empty(2, 4, 4, device=d)):
+        want, got = make("cpu"), make("tpu")
+        torch.linalg.cholesky(a, out=want)
+        torch.linalg.cholesky(a.to("tpu"), out=got)
+        assert got.stride() == want.stride()
+        torch.testing.assert_close(got.cpu(), want, rtol=1e-4, atol=1e-5)

@@ -42,6 +42,14 @@ at::Tensor emit(Kernel& k, Value v, const std::vector<int64_t>& shape, at::Scala
   return k.result(r, st, out);
 }
 
+// emit() for a matrix result: batched column-major, as LAPACK returns it.
+at::Tensor emit_matrix(Kernel& k, Value v, const std::vector<int64_t>& shape, at::ScalarType st, at::Tensor* out) {
+  k.column_major(true);
+  at::Tensor r = emit(k, v, shape, st, out);
+  k.column_major(false);
+  return r;
+}
+
 // An identity (or zeros) [batch..., r, c] tensor, for empty inputs.
 at::Tensor eye_like(Kernel& k, const std::vector<int64_t>& shape, at::ScalarType st, bool eye, at::Tensor* out) {
   Builder& b = k.b();
@@ -89,8 +97,8 @@ std::tuple<at::Tensor, at::Tensor> qr_impl(const at::Tensor& A, c10::string_view
   Value a = b.reshape(k.in(A), {B, m, n});
   ops::Householder h = ops::householder_qr(b, a);
   Value r = ops::triangle(b, b.slice_dim(h.packed, 1, 0, complete ? m : kk), /*lower=*/false);
-  R = emit(k, r, rshape, A.scalar_type(), ro);
-  Q = want_q ? emit(k, ops::householder_q(b, h.packed, h.tau, qc), qshape, A.scalar_type(), qo)
+  R = emit_matrix(k, r, rshape, A.scalar_type(), ro);
+  Q = want_q ? emit_matrix(k, ops::householder_q(b, h.packed, h.tau, qc), qshape, A.scalar_type(), qo)
              : k.result(b.constant(to_ir(A.scalar_type()), 0, {0}), A.scalar_type(), qo);
   k.run();
   return {Q, R};
@@ -118,7 +126,7 @@ std::tuple<at::Tensor, at::Tensor> geqrf_impl(const at::Tensor& A, at::Tensor* a
     return {p, t};
   }
   ops::Householder h = ops::householder_qr(b, b.reshape(k.in(A), {B, m, n}));
-  at::Tensor p = emit(k, h.packed, A.sizes().vec(), A.scalar_type(), ao);
+  at::Tensor p = emit_matrix(k, h.packed, A.sizes().vec(), A.scalar_type(), ao);
   at::Tensor t = emit(k, h.tau, with(batch_of(A), {kk}), A.scalar_type(), to);
   k.run();
   return {p, t};
@@ -156,7 +164,7 @@ at::Tensor householder_product_impl(const at::Tensor& A, const at::Tensor& tau, 
     return r;
   }
   Value q = ops::householder_q(b, b.reshape(k.in(A), {B, m, n}), b.reshape(k.in(tau), {B, tau.size(-1)}), n);
-  at::Tensor r = emit(k, q, A.sizes().vec(), A.scalar_type(), out);
+  at::Tensor r = emit_matrix(k, q, A.sizes().vec(), A.scalar_type(), out);
   k.run();
   return r;
 }
@@ -192,6 +200,7 @@ at::Tensor ormqr_impl(const at::Tensor& A, const at::Tensor& tau, const at::Tens
     c = b.reshape(ops::householder_apply(b, pk, b.reshape(k.in(tau), {B, kk}), cb, left, transpose),
                   to_dims(C.sizes()));
   }
+  k.column_major(true);
   at::Tensor r = k.result(c, C.scalar_type(), out);
   k.run();
   return r;
@@ -236,7 +245,7 @@ std::tuple<at::Tensor, at::Tensor> eigh_impl(const at::Tensor& A, c10::string_vi
                        "non-finite values.");
   ops::Eigh e = ops::jacobi_eigh(b, sym);
   L = emit(k, e.values, lshape, A.scalar_type(), lo);
-  V = compute_v ? emit(k, e.vectors, vshape, A.scalar_type(), vo) : eye_like(k, {0}, A.scalar_type(), false, vo);
+  V = compute_v ? emit_matrix(k, e.vectors, vshape, A.scalar_type(), vo) : eye_like(k, {0}, A.scalar_type(), false, vo);
   k.run();
   return {L, V};
 }
@@ -277,8 +286,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> svd_impl(const at::Tensor& A, boo
                      "values.");
   ops::Svd r = ops::jacobi_svd(b, a, fm, compute_uv);
   S = emit(k, r.s, sshape, st, so);
-  U = compute_uv ? emit(k, r.u, ushape, st, uo) : eye_like(k, {0}, st, false, uo);
-  Vh = compute_uv ? emit(k, r.vh, vshape, st, vo) : eye_like(k, {0}, st, false, vo);
+  U = compute_uv ? emit_matrix(k, r.u, ushape, st, uo) : eye_like(k, {0}, st, false, uo);
+  Vh = compute_uv ? emit_matrix(k, r.vh, vshape, st, vo) : eye_like(k, {0}, st, false, vo);
   k.run();
   return {U, S, Vh};
 }
@@ -370,7 +379,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> lstsq_impl(const at::
   Value ut_b = ops::matmul(b, ops::matrix_transpose(b, d.u), rhs);  // [B, k, nrhs]
   Value scaled = b.mul(ut_b, b.broadcast_in_dim(inv, {nb, kk, nrhs}, {0, 1}));
   Value x = ops::matmul(b, ops::matrix_transpose(b, d.vh), scaled);  // [B, n, nrhs]
-  sol = emit(k, x, sol_shape, st, outs[0]);
+  sol = vector ? emit(k, x, sol_shape, st, outs[0]) : emit_matrix(k, x, sol_shape, st, outs[0]);
   Value rk = b.reduce_sum(b.convert(keep, DType::kS64), {1});
   rank = want_rank ? emit(k, rk, batch, at::kLong, outs[2])
                    : k.result(b.constant(DType::kS64, 0, {0}), at::kLong, outs[2]);

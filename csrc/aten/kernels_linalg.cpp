@@ -46,6 +46,7 @@ at::Tensor& solve_triangular_impl(const at::Tensor& A, const at::Tensor& B, bool
   check_dtype("linalg_solve_triangular", A);
   auto [B_, A_] = at::native::_linalg_broadcast_batch_dims(B, A, nullptr);
   Kernel k(op, B);
+  k.column_major(true);
   Value x = lin::solve_triangular(k.b(), k.in(A_), k.in(B_), upper, left, unitriangular);
   storage = k.result(x, B.scalar_type(), out);
   k.run();
@@ -76,6 +77,7 @@ std::tuple<at::Tensor, at::Tensor> triangular_solve_impl(const at::Tensor& self,
   check_dtype("triangular_solve_cpu", self);
   auto [self_, A_] = at::native::_linalg_broadcast_batch_dims(self, A, "triangular_solve");
   Kernel k(op, self);
+  k.column_major(true);
   Value a = k.in(A_);
   Value x = lin::solve_triangular(k.b(), a, k.in(self_), upper, true, unitriangular, transpose);
   at::Tensor rx = k.result(x, self.scalar_type(), X);
@@ -103,7 +105,9 @@ std::tuple<at::Tensor, at::Tensor> cholesky_impl(const char* op, const at::Tenso
   check_dtype("linalg_cholesky_cpu", A);
   Kernel k(op, A);
   lin::CholeskyResult r = lin::cholesky(k.b(), k.in(A), upper);
+  k.column_major(true);
   at::Tensor l = k.result(r.factor, A.scalar_type(), L);
+  k.column_major(false);
   at::Tensor i = k.result(r.info, at::kInt, info);
   k.run();
   return {l, i};
@@ -151,6 +155,7 @@ at::Tensor& cholesky_out(const at::Tensor& self, bool upper, at::Tensor& out) {
 at::Tensor cholesky_solve_helper(const at::Tensor& self, const at::Tensor& A, bool upper) {
   check_dtype("cholesky_solve_cpu", self);
   Kernel k("aten::_cholesky_solve_helper", self);
+  k.column_major(true);
   Builder& b = k.b();
   Value f = k.in(A);
   Value y = lin::solve_triangular(b, f, k.in(self), upper, true, false, /*transpose=*/upper);
@@ -194,7 +199,9 @@ at::Tensor& cholesky_inverse_impl(const at::Tensor& self, bool upper, at::Tensor
     x = lin::solve_triangular(b, f, y, upper, true, false, !upper);
     x = b.add(lin::triangle(b, x, true), lin::matrix_transpose(b, lin::triangle(b, x, true, -1)));
   }
+  k.column_major(true);
   storage = k.result(x, self.scalar_type(), out);
+  k.column_major(false);
   at::Tensor info = self.numel() > 0 ? k.out(zero_diagonal_info(b, f), at::kInt) : at::Tensor();
   k.run();
   if (info.defined()) at::_linalg_check_errors(info, "cholesky_inverse", self.dim() == 2);
@@ -254,7 +261,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lu_factor_impl(const at::Tensor& 
   TORCH_CHECK(pivot || A.numel() == 0, "linalg.lu_factor: LU without pivoting is not implemented on the CPU");
   Kernel k(op, A);
   lin::LuResult r = lin::lu_factor(k.b(), k.in(A));
+  k.column_major(true);
   at::Tensor lu = k.result(r.lu, A.scalar_type(), LU);
+  k.column_major(false);
   at::Tensor p = k.result(r.pivots, at::kInt, piv);
   at::Tensor i = k.result(r.info, at::kInt, info);
   k.run();
@@ -433,6 +442,7 @@ at::Tensor& lu_solve_impl(const at::Tensor& LU, const at::Tensor& pivots, const 
     }
     if (!left) x = lin::matrix_transpose(b, x);
   }
+  k.column_major(left);  // as the CPU: X of A X = B column-major, of X A = B row-major
   storage = k.result(x, B.scalar_type(), out);
   k.run();
   return out ? *out : storage;

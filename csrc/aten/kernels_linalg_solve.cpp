@@ -17,7 +17,11 @@ at::Tensor meta(const at::Tensor& t) {
   return at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kMeta));
 }
 
-void resize_like(at::Tensor& out, const at::Tensor& m) { at::native::resize_output(out, m.sizes()); }
+// An out of another shape is resized and takes the meta result's strides
+// (LAPACK's column-major), as PyTorch's structured out= ops.
+void resize_like(at::Tensor& out, const at::Tensor& m) {
+  if (at::native::resize_output(out, m.sizes())) out.as_strided_(m.sizes(), m.strides());
+}
 
 // det(P) of the pivots: +1 for an even permutation, -1 for an odd one.
 at::Tensor lu_det_P(const at::Tensor& pivots) {

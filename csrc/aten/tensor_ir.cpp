@@ -380,6 +380,21 @@ Value Kernel::scalar(const c10::Scalar& s, at::ScalarType as) {
   return og_.scalar(to_ir(as), v);
 }
 
+// Batched column-major strides of `shape` (2 dims or more).
+static std::vector<int64_t> column_major_strides(at::IntArrayRef shape) {
+  const size_t nd = shape.size();
+  std::vector<int64_t> st(nd);
+  const int64_t m = std::max<int64_t>(shape[nd - 2], 1), n = std::max<int64_t>(shape[nd - 1], 1);
+  st[nd - 2] = 1;
+  st[nd - 1] = m;
+  int64_t next = m * n;
+  for (size_t i = nd - 2; i-- > 0;) {
+    st[i] = next;
+    next *= std::max<int64_t>(shape[i], 1);
+  }
+  return st;
+}
+
 void Kernel::elementwise(std::initializer_list<at::Tensor> operands) {
   elementwise_ = true;
   operands_.clear();
@@ -400,6 +415,11 @@ at::Tensor Kernel::out(Value v, at::ScalarType dtype) {
       t = at::detail::empty_strided_generic(shape, strides, device_allocator(),
                                             c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), dtype);
     }
+  }
+  if (column_major_ && shape.size() >= 2) {
+    c10::DeviceGuard guard(device_);
+    t = at::detail::empty_strided_generic(shape, column_major_strides(shape), device_allocator(),
+                                          c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), dtype);
   }
   if (!t.defined()) t = empty_device(shape, dtype, device_.index());
   into(t, v);
@@ -423,6 +443,8 @@ void Kernel::into_resized(const at::Tensor& out, Value v) {
     TORCH_CHECK(std::find(read_.begin(), read_.end(), s) == read_.end(), op_, ": output with shape ", out.sizes(),
                 " doesn't match the broadcast shape ", c10::IntArrayRef(d));
     at::native::resize_output(out, d);  // warns when a non-empty out is resized, as PyTorch's out= ops
+    // A resized out takes the layout a new result would have, as PyTorch's structured out= ops.
+    if (column_major_ && d.size() >= 2) out.as_strided_(d, column_major_strides(d));
   }
   into(out, v);
 }

@@ -68,6 +68,10 @@ class Kernel {
   // of a call's arguments open: give them for ops of several tensors).
   void elementwise(bool on = true) { elementwise_ = on; }
   void elementwise(std::initializer_list<at::Tensor> operands);
+  // While on, new matrix results (2 dims or more), and out= tensors this op
+  // resizes, are batched column-major, as LAPACK-backed ops return them on
+  // the CPU and CUDA.
+  void column_major(bool on) { column_major_ = on; }
   // Writes `v` into `dst` (any view), converting to dst's dtype.
   void into(const at::Tensor& dst, Value v);
   // For out= variants: resizes `out` to v's shape (if needed) and writes.
@@ -96,6 +100,7 @@ class Kernel {
   c10::SmallVector<at::Tensor, 4> inputs_;    // the device tensors in() read, in order
   c10::SmallVector<at::Tensor, 4> operands_;  // elementwise({...})'s device tensors
   bool elementwise_ = false;
+  bool column_major_ = false;
   static c10::Device check_device(const char* op, c10::Device device);
   const char* op_;
   c10::Device device_;
