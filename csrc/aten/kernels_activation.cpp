@@ -57,7 +57,7 @@ at::Tensor& grad_out(const char* op, const char* cpu_name, const at::Tensor& gra
   TORCH_CHECK(grad.scalar_type() == x.scalar_type(), op, ": expected grad_output and self to have the same dtype, got ",
               grad.scalar_type(), " and ", x.scalar_type());
   Kernel k(op, grad);
-  k.elementwise({grad, x});
+  k.elementwise({&grad, &x});
   const at::ScalarType ct = opmath(grad.scalar_type());
   Value r;
   try {
@@ -409,7 +409,7 @@ at::Tensor& log_sigmoid_backward_out(const at::Tensor& grad, const at::Tensor& s
 at::Tensor prelu_kernel(const at::Tensor& self, const at::Tensor& weight) {
   check_float("prelu_cpu", self);
   Kernel k("aten::_prelu_kernel", self);
-  k.elementwise({self, weight});
+  k.elementwise({&self, &weight});
   const at::ScalarType st = self.scalar_type(), ct = opmath(st);
   at::Tensor out = k.out(ops::prelu(k.b(), k.in(self, ct), k.in(weight, ct)), st);
   k.run();
@@ -420,7 +420,7 @@ std::tuple<at::Tensor, at::Tensor> prelu_kernel_backward(const at::Tensor& grad,
                                                          const at::Tensor& weight) {
   check_float("prelu_backward_cpu", self);
   Kernel k("aten::_prelu_kernel_backward", self);
-  k.elementwise({self, weight, grad});
+  k.elementwise({&self, &weight, &grad});
   Builder& b = k.b();
   const at::ScalarType st = self.scalar_type(), ct = opmath(st);
   Value x = k.in(self, ct), w = k.in(weight, ct), g = k.in(grad, ct);

@@ -71,7 +71,7 @@ at::Tensor& mse_loss_out(const at::Tensor& self, const at::Tensor& target, int64
   check_reduction(op, reduction);
   const at::ScalarType st = loss_type("mse_cpu", self, target), ct = opmath(st);
   Kernel k(op, self);
-  k.elementwise({self, target});
+  k.elementwise({&self, &target});
   Builder& b = k.b();
   Value l = ops::mse(b, k.in(self, ct), k.in(target, ct), rounding(b, st));
   return finish_out(k, reduce(k, l, reduction, st), st, out);
@@ -82,7 +82,7 @@ at::Tensor& mse_loss_backward_out(const at::Tensor& grad, const at::Tensor& self
   const char* op = "aten::mse_loss_backward.grad_input";
   const at::ScalarType st = loss_type("mse_backward_cpu_out", self, target), ct = opmath(st);
   Kernel k(op, self);
-  k.elementwise({self, target, grad});
+  k.elementwise({&self, &target, &grad});
   Builder& b = k.b();
   // The CPU's norm in the loss dtype: 2 / numel (mean) or 2.
   const double norm = reduction == at::Reduction::Mean ? 2.0 / static_cast<double>(numel_of(self)) : 2.0;
@@ -100,7 +100,7 @@ at::Tensor huber_impl(const at::Tensor& self, const at::Tensor& target, int64_t 
   check_reduction(op, reduction);
   const at::ScalarType st = loss_type("huber_cpu", self, target), ct = opmath(st);
   Kernel k(op, self);
-  k.elementwise({self, target});
+  k.elementwise({&self, &target});
   Builder& b = k.b();
   // The CPU computes float16 in float32 and bfloat16 one rounded operation at a time.
   const at::ScalarType dt = st == at::kHalf ? ct : st;
@@ -123,7 +123,7 @@ at::Tensor& huber_loss_backward_out(const at::Tensor& grad, const at::Tensor& se
   const char* op = "aten::huber_loss_backward.out";
   const at::ScalarType st = loss_type("huber_backward_cpu_out", self, target), ct = opmath(st);
   Kernel k(op, self);
-  k.elementwise({self, target, grad});
+  k.elementwise({&self, &target, &grad});
   Builder& b = k.b();
   const double norm = reduction == at::Reduction::Mean ? 1.0 / static_cast<double>(numel_of(self)) : 1.0;
   Value nv = b.convert(b.constant(to_ir(st), norm), to_ir(ct));
@@ -141,7 +141,7 @@ at::Tensor& smooth_l1_loss_out(const at::Tensor& self, const at::Tensor& target,
   check_reduction(op, reduction);
   const at::ScalarType st = loss_type("smooth_l1_cpu", self, target), ct = opmath(st);
   Kernel k(op, self);
-  k.elementwise({self, target});
+  k.elementwise({&self, &target});
   Builder& b = k.b();
   Value l = ops::smooth_l1(b, k.in(self, ct), k.in(target, ct), k.scalar(beta, ct));
   return finish_out(k, reduce(k, l, reduction, st), st, out);
@@ -153,7 +153,7 @@ at::Tensor& smooth_l1_loss_backward_out(const at::Tensor& grad, const at::Tensor
   const char* op = "aten::smooth_l1_loss_backward.grad_input";
   const at::ScalarType st = loss_type("smooth_l1_backward_cpu_out", self, target), ct = opmath(st);
   Kernel k(op, self);
-  k.elementwise({self, target, grad});
+  k.elementwise({&self, &target, &grad});
   Builder& b = k.b();
   Value x = k.in(self, ct), t = k.in(target, ct), g = k.in(grad, ct);
   const bool mean = reduction == at::Reduction::Mean;
@@ -192,7 +192,7 @@ at::Tensor bce_impl(const at::Tensor& self, const at::Tensor& target, const std:
   const at::ScalarType st = self.scalar_type(), ct = opmath(st);
   TORCH_CHECK(at::isFloatingType(st), "\"binary_cross_entropy\" not implemented for '", c10::toString(st), "'");
   Kernel k(op, self);
-  k.elementwise({self, target});
+  k.elementwise({&self, &target});
   Builder& b = k.b();
   const ops::Round round = rounding(b, st);
   Value x = k.in(self, ct), t = k.in(target, ct);
@@ -222,7 +222,7 @@ at::Tensor& bce_backward_out(const at::Tensor& grad, const at::Tensor& self, con
   TORCH_CHECK(at::isFloatingType(st), "\"binary_cross_entropy_backward\" not implemented for '", c10::toString(st),
               "'");
   Kernel k(op, self);
-  k.elementwise({self, target, grad});
+  k.elementwise({&self, &target, &grad});
   Builder& b = k.b();
   const ops::Round round = rounding(b, st);
   Value x = k.in(self, ct), t = k.in(target, ct), g = k.in(grad, ct);

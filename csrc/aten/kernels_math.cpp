@@ -61,7 +61,7 @@ at::Tensor binary(const char* op, const char* name, Rule rule, const Bin& f, con
   c10::Device dev = target && target->defined() ? target->device() : device_of(a, b);
   const at::ScalarType ct = compute_type(name, rule, at::result_type(a, b));
   Kernel k(op, dev);
-  k.elementwise({a, b});
+  k.elementwise({&a, &b});
   Value r;
   try {
     const DType o = to_ir(exact_in_own_dtype(name) ? ct : opmath(ct));
@@ -230,7 +230,7 @@ at::Tensor& logit_backward_out(const at::Tensor& grad, const at::Tensor& a, std:
   const char* op = "aten::logit_backward.grad_input";
   const at::ScalarType ct = compute_type("logit_backward", Rule::kFloatOnly, at::result_type(grad, a));
   Kernel k(op, grad);
-  k.elementwise({grad, a});
+  k.elementwise({&grad, &a});
   const DType o = to_ir(opmath(ct));
   Value lo = eps ? k.b().convert(k.scalar(*eps, ct), o) : Value{};
   Value r = ops::logit_backward(k.b(), k.b().convert(k.in(grad, ct), o), k.b().convert(k.in(a, ct), o), lo);
@@ -310,7 +310,7 @@ at::Tensor& special_zeta_out(const at::Tensor& x, const at::Tensor& q, at::Tenso
   const char* op = "aten::special_zeta.out";
   const at::ScalarType ct = compute_type("zeta", Rule::kNoHalf, at::result_type(x, q));
   Kernel k(op, out.device());
-  k.elementwise();
+  k.elementwise({&x, &q});
   ops::Zeta z = ops::zeta(k.b(), k.in(x, ct), k.in(q, ct));
   k.check(z.unsupported, Kernel::CheckKind::kRuntime,
           std::string(op) + ": integer x with q below -16 is not supported on tpu (the series needs more terms)");

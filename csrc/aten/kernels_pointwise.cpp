@@ -66,6 +66,7 @@ at::Tensor binary(const char* op, Kind kind, Bin f, const at::Tensor& a, const a
 at::Tensor unary(const char* op, Kind kind, Un f, const at::Tensor& a, Dest dest, const at::Tensor* target = nullptr) {
   at::ScalarType ct = compute_type(kind, a.scalar_type());
   Kernel k(op, a);
+  k.elementwise({&a});
   Value r;
   try {
     r = f(k.b(), k.in(a, opmath(ct)));
@@ -194,6 +195,7 @@ at::Tensor& pow_ts_out(const at::Tensor& a, const at::Scalar& e, at::Tensor& out
   if (e.isFloatingPoint() && e.toDouble() == 2.0) {
     at::ScalarType ct = compute_type(Kind::kArith, at::result_type(a, w));
     Kernel k("aten::pow.Tensor_Scalar_out", a);
+    k.elementwise({&a});
     Value x = k.in(a, ct);
     finish(k, k.b().mul(x, x), ct, Dest::kOut, &out);
     return out;
@@ -275,6 +277,7 @@ at::Tensor add_sub(const char* op, bool subtract, const at::Tensor& a, const at:
               "Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to invert a "
               "mask, use the `~` or `logical_not()` operator instead.");
   Kernel k(op, dev);
+  k.elementwise({&a, &b});
   Value x = k.in(a, ct), y = k.in(b, ct);
   bool unit = alpha.isIntegral(true) ? alpha.toLong() == 1 : alpha.toDouble() == 1.0;
   if (!unit) y = k.b().mul(y, k.b().broadcast_to(k.scalar(alpha, ct), k.b().dims(y)));
@@ -328,6 +331,7 @@ at::Tensor addc(const char* op, bool divide, const at::Tensor& self, const at::T
   at::ScalarType ct = at::promote_types(at::result_type(self, t1), at::result_type(t1, t2));
   if (divide && at::isIntegralType(ct, true)) ct = at::typeMetaToScalarType(at::get_default_dtype());
   Kernel k(op, dev);
+  k.elementwise({&self, &t1, &t2});
   Builder& b = k.b();
   // As PyTorch's CPU kernel: (value * t1) op t2, 16-bit floats in float32.
   const at::ScalarType mt = opmath(ct);

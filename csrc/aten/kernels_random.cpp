@@ -121,7 +121,7 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
   Value x = k.in(input);
   ir::Dims d = b.dims(x);
   at::Tensor out, mask;
-  k.elementwise();  // as the CPU: the output in input's layout, a training mask row-major
+  k.elementwise({&input});  // as the CPU: the output in input's layout, a training mask row-major
   if (!train.value_or(true) || p == 0) {
     out = k.out(x, input.scalar_type());
     mask = k.out(b.constant(DType::kBool, 1, d), at::kBool);
@@ -140,7 +140,7 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
 
 at::Tensor native_dropout_backward(const at::Tensor& grad, const at::Tensor& mask, double scale) {
   Kernel k("aten::native_dropout_backward", grad);
-  k.elementwise();
+  k.elementwise({&grad, &mask});
   Builder& b = k.b();
   // grad * mask * scale, as the CPU: integer and bool gradients give the
   // default float dtype; 16-bit ones multiply by the scale in float32; a NaN

@@ -101,7 +101,7 @@ at::Tensor where_impl(const at::Tensor& cond, const at::Tensor& a, const at::Ten
               cond.scalar_type());
   at::ScalarType ct = at::result_type(a, b);
   Kernel k("aten::where", dev);
-  k.elementwise({cond, a, b});
+  k.elementwise({&cond, &a, &b});
   Value r = k.b().select(k.in(cond, at::kBool), k.in(a, ct), k.in(b, ct));
   return finish(k, r, ct, dest, target);
 }
@@ -135,7 +135,7 @@ at::Tensor& masked_fill_s(at::Tensor& self, const at::Tensor& mask, const at::Sc
 
 at::Tensor grad_kernel(const char* op, const at::Tensor& grad, const at::Tensor& x, Bin f) {
   Kernel k(op, grad);
-  k.elementwise({grad, x});
+  k.elementwise({&grad, &x});
   at::ScalarType ct = opmath(grad.scalar_type());
   Value r = f(k.b(), k.in(grad, ct), k.in(x, ct));
   at::Tensor out = k.out(r, grad.scalar_type());
@@ -145,7 +145,7 @@ at::Tensor grad_kernel(const char* op, const at::Tensor& grad, const at::Tensor&
 
 at::Tensor threshold_backward(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& threshold) {
   Kernel k("aten::threshold_backward", grad);
-  k.elementwise({self, grad});
+  k.elementwise({&self, &grad});
   Builder& b = k.b();
   at::ScalarType ct = grad.scalar_type();
   Value g = k.in(grad, ct), x = k.in(self, ct);

@@ -21,7 +21,7 @@ inline at::ScalarType opmath(at::ScalarType t) {
 inline std::pair<Value, Value> binary_operands(Kernel& k, const at::Tensor& a, const at::Tensor& b,
                                                at::ScalarType ct, bool scalar_in_opmath) {
   const at::ScalarType o = opmath(ct);
-  k.elementwise({a, b});
+  k.elementwise({&a, &b});
   if (!scalar_in_opmath || o == ct || b.numel() != 1) {
     Value y = k.in(b, ct);
     return {k.in(a, ct), y};

@@ -74,18 +74,19 @@ at::Tensor empty_device(at::IntArrayRef sizes, at::ScalarType dtype, c10::Device
                                    dtype, std::nullopt);
 }
 
-std::vector<int64_t> iterator_strides(at::IntArrayRef shape, c10::ArrayRef<at::Tensor> inputs) {
+std::vector<int64_t> iterator_strides(at::IntArrayRef shape, c10::ArrayRef<const at::Tensor*> inputs) {
   const int64_t nd = static_cast<int64_t>(shape.size());
   if (nd < 2 || inputs.empty()) return {};
   // Fast setup: inputs of the output's shape, dense, with one set of strides
   // give the output those strides.
   bool same = true;
-  for (const at::Tensor& t : inputs)
-    same &= t.sizes().equals(shape) && t.is_non_overlapping_and_dense() && t.strides().equals(inputs[0].strides());
-  if (same) return inputs[0].is_contiguous() ? std::vector<int64_t>{} : inputs[0].strides().vec();
+  for (const at::Tensor* t : inputs)
+    same &= t->sizes().equals(shape) && t->is_non_overlapping_and_dense() && t->strides().equals(inputs[0]->strides());
+  if (same) return inputs[0]->is_contiguous() ? std::vector<int64_t>{} : inputs[0]->strides().vec();
   // Per input, its strides aligned to the output's dims; 0 where broadcast.
   std::vector<std::vector<int64_t>> strides;
-  for (const at::Tensor& t : inputs) {
+  for (const at::Tensor* p : inputs) {
+    const at::Tensor& t = *p;
     const int64_t off = nd - t.dim();
     if (off < 0) return {};
     std::vector<int64_t> st(nd, 0);
@@ -353,7 +354,7 @@ Value Kernel::in(const at::Tensor& t, at::ScalarType as) {
               device_, " and ", t.device(), "! (in ", op_, ")");
   DType stored = to_ir(t.scalar_type());
   read_.push_back(storage_value(t));
-  inputs_.push_back(t);
+  if (elementwise_ && operands_.empty()) inputs_.push_back(t);
   Value v = og_.read(read_.back(), stored, view_meta(t));
   return b().convert(v, to_ir(as));
 }
@@ -395,20 +396,22 @@ static std::vector<int64_t> column_major_strides(at::IntArrayRef shape) {
   return st;
 }
 
-void Kernel::elementwise(std::initializer_list<at::Tensor> operands) {
+void Kernel::elementwise(std::initializer_list<const at::Tensor*> operands) {
   elementwise_ = true;
   operands_.clear();
-  for (const at::Tensor& t : operands)
-    if (t.defined() && t.device().is_privateuseone()) operands_.push_back(t);
+  for (const at::Tensor* t : operands)
+    if (t->defined() && t->device().is_privateuseone()) operands_.push_back(t);
 }
 
 at::Tensor Kernel::out(Value v, at::ScalarType dtype) {
   const ir::Dims& shape = b().dims(v);
   at::Tensor t;
   if (elementwise_) {
-    c10::ArrayRef<at::Tensor> from = operands_.empty() ? c10::ArrayRef<at::Tensor>(inputs_) : operands_;
+    c10::SmallVector<const at::Tensor*, 4> from(operands_.begin(), operands_.end());
+    if (operands_.empty())
+      for (const at::Tensor& t : inputs_) from.push_back(&t);
     bool rowmajor = true;  // an empty tensor's strides still decide, as PyTorch's
-    for (const at::Tensor& t : from) rowmajor &= t.is_contiguous() && t.numel() != 0;
+    for (const at::Tensor* t : from) rowmajor &= t->is_contiguous() && t->numel() != 0;
     std::vector<int64_t> strides = rowmajor ? std::vector<int64_t>{} : iterator_strides(shape, from);
     if (!strides.empty()) {
       c10::DeviceGuard guard(device_);

@@ -27,7 +27,7 @@ at::Tensor empty_device(at::IntArrayRef sizes, at::ScalarType dtype, c10::Device
 // The strides PyTorch's TensorIterator gives a new output of `shape` over
 // `inputs` (its fast setup, else its dimension reordering: the first input
 // with an opinion decides); empty for row-major.
-std::vector<int64_t> iterator_strides(at::IntArrayRef shape, c10::ArrayRef<at::Tensor> inputs);
+std::vector<int64_t> iterator_strides(at::IntArrayRef shape, c10::ArrayRef<const at::Tensor*> inputs);
 
 // Raises PyTorch's device-mismatch error unless every defined tensor is on
 // `device` or is a CPU 0-d tensor (a scalar, as CUDA allows).
@@ -64,10 +64,12 @@ class Kernel {
   // transposed or channels-last input gives a transposed or channels-last
   // result, as on the CPU and CUDA.
   // The dimension order comes from `operands`, PyTorch's operands in its
-  // order, when given, else from the tensors in() read (C++ leaves the order
-  // of a call's arguments open: give them for ops of several tensors).
+  // order (the op's arguments: they outlive the kernel), when given, else
+  // from the tensors in() reads after this call (C++ leaves the order of a
+  // call's arguments open: give them for ops of several tensors). Without
+  // either, results are row-major.
   void elementwise(bool on = true) { elementwise_ = on; }
-  void elementwise(std::initializer_list<at::Tensor> operands);
+  void elementwise(std::initializer_list<const at::Tensor*> operands);
   // While on, new matrix results (2 dims or more), and out= tensors this op
   // resizes, are batched column-major, as LAPACK-backed ops return them on
   // the CPU and CUDA.
@@ -97,8 +99,8 @@ class Kernel {
   };
   std::vector<Check> checks_;
   std::vector<eager::StorageValue*> read_;  // storages in() read
-  c10::SmallVector<at::Tensor, 4> inputs_;    // the device tensors in() read, in order
-  c10::SmallVector<at::Tensor, 4> operands_;  // elementwise({...})'s device tensors
+  c10::SmallVector<at::Tensor, 2> inputs_;  // device tensors in() read once elementwise() without operands
+  c10::SmallVector<const at::Tensor*, 4> operands_;  // elementwise({...})'s device tensors
   bool elementwise_ = false;
   bool column_major_ = false;
   static c10::Device check_device(const char* op, c10::Device device);
