@@ -409,9 +409,9 @@ at::Tensor Kernel::out(Value v, at::ScalarType dtype) {
   if (elementwise_) {
     c10::SmallVector<const at::Tensor*, 4> from(operands_.begin(), operands_.end());
     if (operands_.empty())
-      for (const at::Tensor& t : inputs_) from.push_back(&t);
+      for (const at::Tensor& x : inputs_) from.push_back(&x);
     bool rowmajor = true;  // an empty tensor's strides still decide, as PyTorch's
-    for (const at::Tensor* t : from) rowmajor &= t->is_contiguous() && t->numel() != 0;
+    for (const at::Tensor* x : from) rowmajor &= x->is_contiguous() && x->numel() != 0;
     std::vector<int64_t> strides = rowmajor ? std::vector<int64_t>{} : iterator_strides(shape, from);
     if (!strides.empty()) {
       c10::DeviceGuard guard(device_);
