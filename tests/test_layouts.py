@@ -228,3 +228,23 @@ def test_a_resized_out_takes_the_results_layout():
         torch.linalg.cholesky(a.to("tpu"), out=got)
         assert got.stride() == want.stride()
         torch.testing.assert_close(got.cpu(), want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.bool, torch.bfloat16, torch.float16,
+                                   torch.float64])
+def test_layouts_for_every_dtype_with_0d_operands(dtype):
+    # Values survive the transposed write exactly (int64 beyond 2**53, NaN
+    # and Inf), and a 0-d tensor operand has no say in the layout.
+    if dtype == torch.int64:
+        x = torch.arange(12, dtype=torch.int64).reshape(3, 4) + 2**53 + 1
+    elif dtype == torch.int32:
+        x = torch.arange(12, dtype=torch.int32).reshape(3, 4) - 6
+    elif dtype == torch.bool:
+        x = torch.arange(12).reshape(3, 4) % 3 == 0
+    else:
+        x = torch.randn(3, 4, generator=torch.Generator().manual_seed(5)).to(dtype)
+        x[0, 1], x[2, 2], x[1, 3] = float("nan"), float("inf"), float("-inf")
+    zero_d = torch.tensor(True) if dtype == torch.bool else torch.tensor(3, dtype=dtype)
+    _same_as_cpu(lambda a, s: a.t() + s, x, zero_d)
+    _same_as_cpu(lambda a, s: torch.where(a.t() == a.t(), a.t(), s), x, zero_d)
+    _same_as_cpu(lambda a, s: (s * a.t()).t().reshape(-1), x, zero_d)
