@@ -151,6 +151,41 @@ def test_rng_state_restore():
     assert torch.equal(torch.rand(3, 4, device="tpu").cpu(), second)
 
 
+def test_rng_state_follows_the_current_device():
+    """get_rng_state/set_rng_state without a device act on the current device, as on CUDA (DTensor's
+    random tracker calls them so): each device keeps its own stream."""
+    code = """
+import torch, torchtpu
+torch.tpu.manual_seed_all(3)
+zero = torch.tpu.get_rng_state(0)
+torch.tpu.set_device(1)
+first = torch.rand(5, device="tpu:1").cpu()
+assert torch.equal(torch.tpu.get_rng_state(), torch.tpu.get_rng_state(1))
+assert torch.equal(torch.tpu.get_rng_state("tpu"), torch.tpu.get_rng_state(torch.device("tpu:1")))
+assert torch.equal(torch.tpu.get_rng_state(0), zero)  # tpu:0's generator did not move
+assert not torch.equal(torch.tpu.get_rng_state(), zero)
+torch.tpu.set_rng_state(zero)  # rewinds tpu:1's generator, not tpu:0's
+assert torch.equal(torch.rand(5, device="tpu").cpu(), first)
+torch.tpu.set_rng_state(torch.tpu.get_rng_state(1), device="tpu:0")
+assert torch.equal(torch.tpu.get_rng_state(0), torch.tpu.get_rng_state(1))
+with torch.random.fork_rng(devices=[1], device_type="tpu"):
+    torch.tpu.set_rng_state(zero)
+    torch.rand(3, device="tpu")
+assert torch.equal(torch.tpu.get_rng_state(0), torch.tpu.get_rng_state(1))
+with torch.tpu.device(0):
+    assert torch.equal(torch.tpu.get_rng_state(), torch.tpu.get_rng_state(0))
+    assert torch.tpu.current_device() == 0
+try:
+    torch.tpu.get_rng_state("cpu")
+    raise SystemExit("a cpu device was accepted")
+except ValueError as e:
+    assert "expected a tpu device" in str(e)
+print("OK")
+"""
+    r = run_python(code, TORCHTPU_CPU_DEVICES="2")
+    assert r.returncode == 0 and "OK" in r.stdout, r.stdout + r.stderr
+
+
 DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.int32, torch.int8, torch.uint8,
           torch.bool, torch.float64]
 

@@ -77,7 +77,7 @@ def test_training_matches_single_process(nproc, mode, tmp_path):
     """DDP, FSDP2 (+ bf16 policy), DTensor, TP and DCP against one CPU process on the global batch."""
     (rc, out), = finish([torchrun("training.py", nproc, CKPT=tmp_path / "ckpt", TORCHTPU_EAGER_MODE=mode)], 600)
     assert rc == 0 and ok_ranks(out) == list(range(nproc)), out[-4000:]
-    for part in ("DDP", "FSDP2", "FSDP2 bf16", "DTensor", "TP", "DCP"):
+    for part in ("DDP", "FSDP2", "FSDP2 bf16", "DTensor", "DTensor random", "TP", "DCP"):
         assert len(re.findall(rf"rank \d+ {part} ok", out)) == nproc, part
 
 

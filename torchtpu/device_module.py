@@ -75,8 +75,8 @@ def initial_seed() -> int:
 
 
 def get_rng_state(device="tpu") -> torch.Tensor:
-    index = device if isinstance(device, int) else (torch.device(device).index or 0)
-    return _C._get_rng_state(index)
+    """The generator state of `device`; "tpu" (no index) is the current device, as on CUDA."""
+    return _C._get_rng_state(_index(device))
 
 
 def get_rng_state_all():
@@ -84,8 +84,8 @@ def get_rng_state_all():
 
 
 def set_rng_state(new_state: torch.Tensor, device="tpu") -> None:
-    index = device if isinstance(device, int) else (torch.device(device).index or 0)
-    _C._set_rng_state(index, new_state)
+    """Sets the generator state of `device`; "tpu" (no index) is the current device, as on CUDA."""
+    _C._set_rng_state(_index(device), new_state)
 
 
 def set_rng_state_all(new_states) -> None:
@@ -140,8 +140,10 @@ def _index(device) -> int:
         return current_device()
     if isinstance(device, int):
         return device
-    index = torch.device(device).index
-    return current_device() if index is None else index
+    device = torch.device(device)
+    if device.type != "tpu":
+        raise ValueError(f"expected a tpu device, got {device}")
+    return current_device() if device.index is None else device.index
 
 
 _stream_ids = __import__("itertools").count(1)

@@ -127,6 +127,38 @@ torch.testing.assert_close((dB.redistribute(mesh, [Replicate()]).to_local() @ dC
                            B @ dC.full_tensor().cpu(), rtol=1e-5, atol=1e-5)
 print(f"rank {rank} DTensor ok", flush=True)
 
+# DTensor random ops: the tracker reads and sets the generator of the rank's
+# own (current) device, so a sharded tensor's shards are each rank's own
+# draws (the rank's generator at DTensor's offset for its shard), not copies
+# of rank 0's, and a replicated one is the same on every rank.
+import torch.distributed.tensor as dtensor  # noqa: E402
+torch.manual_seed(11)
+before = torch.tpu.get_rng_state()
+rows = 8
+sharded = dtensor.randn(rows * world, 16, device_mesh=mesh, placements=[Shard(0)])
+shards = [torch.empty(rows, 16, device=dev) for _ in range(world)]
+dist.all_gather(shards, sharded.to_local())
+shards = [t.cpu() for t in shards]
+for i in range(world):
+    for j in range(i):
+        assert not torch.equal(shards[i], shards[j]), f"ranks {i} and {j} drew the same shard"
+mine = before.clone()
+offset = int(before[8:].view(torch.int64)) + (rank * rows * 16 + 3) // 4 * 4
+mine[8:] = torch.tensor([offset], dtype=torch.int64).view(torch.uint8)
+with torch.random.fork_rng(devices=[dev], device_type="tpu"):
+    torch.tpu.set_rng_state(mine)
+    torch.testing.assert_close(shards[rank], torch.randn(rows, 16, device=dev).cpu(), rtol=0, atol=0)
+replicated = dtensor.randn(6, 5, device_mesh=mesh, placements=[Replicate()]).to_local()
+copies = [torch.empty(6, 5, device=dev) for _ in range(world)]
+dist.all_gather(copies, replicated)
+for c in copies:
+    torch.testing.assert_close(c.cpu(), replicated.cpu(), rtol=0, atol=0)
+weight = dtensor.empty(rows * world, 16, device_mesh=mesh, placements=[Shard(0)])
+torch.nn.init.trunc_normal_(weight, std=0.02)  # the init TorchTitan gives its weights
+local_w = weight.to_local().cpu()
+assert local_w.abs().max() <= 2.0 and 0.005 < local_w.std() < 0.05
+print(f"rank {rank} DTensor random ok", flush=True)
+
 # Tensor parallel: every block's up projection column-wise, down row-wise;
 # every rank sees the whole batch. The norms and the head stay plain tensors
 # (one optimizer over both kinds: foreach=False).
