@@ -53,6 +53,8 @@ if not _running_env_report():
     atexit.register(_C._shutdown)
 
     from . import debug, device_module  # noqa: E402
+    _C._set_recompile_hook(debug._on_recompiles)
+    atexit.register(debug._on_recompiles)
     from .modes import eager_mode, get_eager_mode, set_eager_mode  # noqa: E402
     from .precision import precision, set_precision  # noqa: E402
     from . import _printing  # noqa: E402,F401

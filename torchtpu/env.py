@@ -89,6 +89,15 @@ def seconds(lo: float, hi: float) -> _Kind:
     return _Kind(f"a number of seconds from {lo:g} to {hi:g}", parse)
 
 
+def flags(*values: str) -> _Kind:
+    def parse(text):
+        chosen = [v.strip() for v in text.split(",") if v.strip()]
+        if any(v not in values for v in chosen):
+            raise ValueError("not a list of the choices")
+        return frozenset(chosen)
+    return _Kind("a comma-separated list of " + ", ".join(values) + " (empty: none)", parse)
+
+
 def text() -> _Kind:
     return _Kind("any text", lambda t: t)
 
@@ -131,6 +140,11 @@ SETTINGS = {
         Setting("TORCHTPU_SHOW_CPP_STACKTRACES", boolean(), "0",
                 "1 adds C++ frames to torchtpu errors (those of the sync point, and of the executor for "
                 "errors of queued work)."),
+        Setting("TORCHTPU_DEBUG", flags("recompiles"), "",
+                "What to report on stderr as it happens: recompiles (each compilation at a site that compiled "
+                "before, with its cause and the user's line)."),
+        Setting("TORCHTPU_RECOMPILE_LIMIT", integer(1, 1 << 20), "8",
+                "Compilations for new shapes at one site before a warning names the varying size (once per site)."),
         Setting("TORCHTPU_CPU_FALLBACK", choice("warn", "error"), "warn",
                 "What an op with no tpu lowering does: warn (run it on the CPU, warn once per op) or error."),
         Setting("TORCHTPU_CACHE", boolean(), "1",

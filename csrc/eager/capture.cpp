@@ -210,7 +210,7 @@ std::shared_ptr<Program> Capture::finish(const std::vector<StorageValue*>& input
   metrics().captured_programs.fetch_add(1, std::memory_order_relaxed);
   lock.unlock();
   bool hit = false;
-  if (!group_) prog->exe_ = rt.executable_for(*prog->graph_, &hit);
+  if (!group_) prog->exe_ = rt.executable_for(*prog->graph_, &hit, prog->sites_.empty() ? nullptr : &prog->sites_.front());
 
   // This call's values: every storage the graph wrote takes its output.
   std::unique_lock<std::recursive_mutex> relock(rt.device_lock(device_));

@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "cache/disk_entry.h"
+#include "eager/recompiles.h"
 #include "eager/runtime.h"
 #include "ir/printer.h"
 #include "pjrt/compile_options.h"
@@ -38,13 +39,14 @@ const std::string& compile_options() {
 
 }  // namespace
 
-pjrt::ExecutablePtr Runtime::executable_for(const ir::Graph& g, bool* hit) {
+pjrt::ExecutablePtr Runtime::executable_for(const ir::Graph& g, bool* hit, const OpSite* site) {
   ir::GraphKey key = ir::graph_key(g, salt_);
   return cache_.get_or_compile(
       key,
       [&] {
         std::string text = ir::print_stablehlo(g);
         ++compilations_;
+        recompile_log().record(g, site ? *site : OpSite{});
         try {
           return client_->compile(text, compile_options());
         } catch (const pjrt::Error& e) {

@@ -343,10 +343,11 @@ void Runtime::queue(std::unique_ptr<Task> t) {
       auto promise = std::make_shared<std::promise<pjrt::ExecutablePtr>>();
       t->exe = promise->get_future().share();
       std::shared_ptr<const ir::Graph> graph = t->graph;
-      compile_pool_->submit([this, graph, promise] {
+      OpSite site = t->sites.empty() ? OpSite{} : t->sites.front();
+      compile_pool_->submit([this, graph, promise, site] {
         try {
           bool hit = false;
-          promise->set_value(executable_for(*graph, &hit));
+          promise->set_value(executable_for(*graph, &hit, &site));
         } catch (...) {
           promise->set_exception(std::current_exception());
         }

@@ -148,7 +148,8 @@ class Runtime {
 
   // Compile cache (compile.cpp). Compiles or fetches the executable for a
   // graph (its outputs set).
-  pjrt::ExecutablePtr executable_for(const ir::Graph& g, bool* hit);
+  // `site` (the graph's first op) is where a compilation is attributed (recompiles.h).
+  pjrt::ExecutablePtr executable_for(const ir::Graph& g, bool* hit, const OpSite* site = nullptr);
   // Compiles StableHLO module text as given (no cache), with the options
   // every graph compiles with.
   pjrt::ExecutablePtr compile_text(const std::string& text);

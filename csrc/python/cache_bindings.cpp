@@ -4,7 +4,9 @@
 #include <pybind11/stl.h>
 
 #include "cache/executable_cache.h"
+#include "eager/recompiles.h"
 #include "eager/runtime.h"
+#include "python/sites.h"
 
 namespace py = pybind11;
 
@@ -61,6 +63,22 @@ py::dict stats() {
   return d;
 }
 
+// The compilations not yet reported, oldest first, with their causes.
+py::list recompile_events() {
+  py::list out;
+  for (const eager::RecompileLog::Event& e : eager::recompile_log().drain()) {
+    py::dict d;
+    d["site"] = eager::format_site(e.site.where);
+    d["op"] = std::string(e.site.op ? e.site.op : "");
+    d["cause"] = eager::RecompileLog::name(e.cause);
+    d["detail"] = e.detail;
+    d["site_compilations"] = e.site_count;
+    d["site_recompilations"] = e.shape_count;
+    out.append(d);
+  }
+  return out;
+}
+
 }  // namespace
 
 void bind_cache(py::module_& m) {
@@ -76,6 +94,9 @@ void bind_cache(py::module_& m) {
   m.def("_cache_set_memory_entries", [](int64_t n) { Runtime::get().cache().set_memory_entries(n < 1 ? 1 : n); },
         py::arg("n"));
   m.def("_cache_config", &config);
+  m.def("_recompile_events", &recompile_events);
+  m.def("_recompile_counts", [] { return eager::recompile_log().counts(); });
+  m.def("_set_recompile_hook", [](py::object hook) { set_recompile_hook(hook.is_none() ? nullptr : hook.ptr()); });
   m.def("_cache_stats", &stats);
   m.def(
       "_cache_clear",

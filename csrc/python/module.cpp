@@ -11,6 +11,7 @@
 #include "aten/tensor_ir.h"
 #include "eager/metrics.h"
 #include "eager/fused_graph.h"
+#include "eager/recompiles.h"
 #include "eager/runtime.h"
 #include "python/sites.h"
 
@@ -69,6 +70,7 @@ py::dict metrics() {
   }
   auto s = rt.cache().stats();
   d["compilations"] = rt.compilations();
+  d["compilations_by_cause"] = torchtpu::eager::recompile_log().counts();
   d["compile_seconds"] = s.compile_seconds;
   d["executions"] = m.executions.load();
   d["cache_hits"] = s.hits;
@@ -238,6 +240,7 @@ PYBIND11_MODULE(_C, m) {
     torchtpu::python::reset_distributed_metrics();
     Runtime::get().cache().reset_stats();
     Runtime::get().reset_compilations();
+    torchtpu::eager::recompile_log().reset();
   });
   m.def("_clear_cache", [] { Runtime::get().cache().clear(); });
   m.def("_set_fallback_error", &torchtpu::aten::set_fallback_error);

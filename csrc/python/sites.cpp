@@ -17,6 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "eager/recompiles.h"
 #include "eager/runtime.h"
 #include "eager/slot.h"
 #include "python/sites.h"
@@ -73,6 +74,27 @@ void park_if_finalizing() {
   for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
 }
 
+PyObject* recompile_hook = nullptr;  // a strong reference, set with the GIL held
+
+// Holding the GIL: hands waiting compilation reports to the Python layer.
+void report_recompiles() {
+  thread_local bool inside = false;
+  if (!recompile_hook || inside || !eager::recompile_log().has_events()) return;
+  inside = true;
+  PyObject* type;
+  PyObject* value;
+  PyObject* trace;
+  PyErr_Fetch(&type, &value, &trace);
+  PyObject* r = PyObject_CallNoArgs(recompile_hook);
+  if (r) {
+    Py_DECREF(r);
+  } else {
+    PyErr_WriteUnraisable(recompile_hook);
+  }
+  PyErr_Restore(type, value, trace);
+  inside = false;
+}
+
 eager::SiteRef python_site() {
   eager::SiteRef out;
   park_if_finalizing();
@@ -95,6 +117,7 @@ eager::SiteRef python_site() {
     Py_DECREF(f);
     f = back;
   }
+  report_recompiles();
   PyGILState_Release(gil);
   return out.code ? out : innermost;
 }
@@ -165,6 +188,12 @@ void set_site_text(const std::string& text) {
   }
   std::lock_guard<std::mutex> lock(texts_mu);
   site_text = &*texts.insert(text).first;
+}
+
+void set_recompile_hook(PyObject* hook) {
+  Py_XINCREF(hook);
+  Py_XDECREF(recompile_hook);
+  recompile_hook = hook;
 }
 
 void install_site_hooks(std::vector<std::string> internal_dirs) {

@@ -2,6 +2,8 @@
 // prefixes of library code whose frames are skipped.
 #pragma once
 
+#include <Python.h>
+
 #include <string>
 #include <vector>
 
@@ -11,4 +13,7 @@ void install_site_hooks(std::vector<std::string> internal_dirs);
 // position ("file:line in function"): a compiled graph's node names the
 // user's line its FX stack trace holds. Empty clears it.
 void set_site_text(const std::string& text);
+// A Python callable (or null) called with no arguments, holding the GIL, when
+// an op is issued while compilations wait to be reported (recompiles.h).
+void set_recompile_hook(PyObject* hook);
 }
