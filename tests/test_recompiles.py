@@ -5,9 +5,20 @@ import os
 import subprocess
 import sys
 
+import pytest
 import torch
 
 import torchtpu
+
+BUCKETS_OFF = dict(TORCHTPU_BUCKETS="off")
+
+
+@pytest.fixture
+def no_buckets():
+    """Programs compile at their exact sizes (each new size is a new shape)."""
+    torchtpu._C._set_buckets([])
+    yield
+    torchtpu._C._set_buckets([0])
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LINES = {}
@@ -24,7 +35,7 @@ def _events_here():
     return [e for e in torchtpu.debug.recompiles() if e["site"].startswith(__file__ + ":")]
 
 
-def test_causes_name_the_varying_shape(each_mode):
+def test_causes_name_the_varying_shape(each_mode, no_buckets):
     """Every mode: the first program of the line is a new program, each new length a new shape whose
     detail names the tensor shape before and after; a length seen before compiles nothing."""
     width = {"debug": 11, "strict": 13, "fused": 15}[each_mode]  # shapes no other test compiles
@@ -57,9 +68,9 @@ def test_causes_name_the_varying_shape(each_mode):
     assert len(_events_here()) == reported
 
 
-def test_compiled_function_reports_new_shapes():
-    """torch.compile(backend="tpu"): Dynamo's dynamic graph still compiles one program per size today;
-    each is reported as a new shape of the same program."""
+def test_compiled_function_reports_new_shapes(no_buckets):
+    """torch.compile(backend="tpu") with bucketing off: Dynamo's dynamic graph compiles one program per
+    size, each reported as a new shape of the same program."""
     lin = torch.nn.Linear(17, 17).to("tpu")
     f = torch.compile(lambda x: lin(x).relu().sum(), backend="tpu")
     torchtpu.debug.reset_metrics()
@@ -91,7 +102,7 @@ def test_debug_recompiles_prints_and_warns_once(tmp_path):
     script.write_text(SCRIPT)
     line = SCRIPT.splitlines().index("    total = (x * 2).sum()  # varying line") + 1
     for mode in ("strict", "fused"):
-        env = dict(os.environ, TORCHTPU_DEBUG="recompiles", TORCHTPU_RECOMPILE_LIMIT="3",
+        env = dict(os.environ, TORCHTPU_DEBUG="recompiles", TORCHTPU_RECOMPILE_LIMIT="3", **BUCKETS_OFF,
                    TORCHTPU_CACHE_DIR=str(tmp_path / f"cache-{mode}"),
                    PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
         r = subprocess.run([sys.executable, str(script), mode], capture_output=True, text=True, env=env, timeout=300)
@@ -112,3 +123,20 @@ def test_bad_debug_setting_is_refused():
                        env=dict(os.environ, TORCHTPU_DEBUG="recompile",
                                 PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")))
     assert r.returncode != 0 and "TORCHTPU_DEBUG='recompile' is not valid" in r.stderr, r.stderr
+
+
+def test_bucketed_programs_are_reported_as_new_buckets():
+    """With bucketing (the default), a Fused program seen again at another size compiles its bucket's
+    program once, reported as a new bucket; sizes of that bucket compile nothing more."""
+    lin = torch.nn.Linear(21, 21).to("tpu")
+    with torchtpu.eager_mode("fused"):
+        torchtpu.debug.reset_metrics()
+        for n in (5, 6, 7, 9):
+            x = torch.randn(2, n, 21)
+            torch.testing.assert_close(lin(x.to("tpu")).softmax(1).sum(1).cpu(), torch.nn.functional.linear(
+                x, lin.weight.detach().cpu(), lin.bias.detach().cpu()).softmax(1).sum(1), rtol=1e-5, atol=1e-5)
+    causes = torchtpu.debug.metrics()["compilations_by_cause"]
+    events = [e for e in _events_here() if e["cause"] == "new_bucket"]
+    assert causes["new_bucket"] == 1 and causes["new_shape"] == 0, causes
+    assert len(events) == 1 and "sizes up to 16" in events[0]["detail"], events
+

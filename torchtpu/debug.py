@@ -51,7 +51,9 @@ def recompiles() -> list:
 
 
 def metrics() -> dict:
-    return _C._metrics()
+    m = _C._metrics()
+    m["buckets"] = _C._bucket_stats()
+    return m
 
 
 def reset_metrics() -> None:

@@ -98,6 +98,21 @@ def flags(*values: str) -> _Kind:
     return _Kind("a comma-separated list of " + ", ".join(values) + " (empty: none)", parse)
 
 
+def buckets() -> _Kind:
+    def parse(text):
+        t = text.strip()
+        if t in ("pow2", "off"):
+            return t
+        try:
+            sizes = sorted({int(x) for x in t.split(",")})
+        except ValueError:
+            raise ValueError("not pow2, off or a list of sizes") from None
+        if not sizes or sizes[0] < 2:
+            raise ValueError("sizes must be at least 2")
+        return sizes
+    return _Kind("pow2, off, or a comma-separated list of sizes (each at least 2)", parse)
+
+
 def text() -> _Kind:
     return _Kind("any text", lambda t: t)
 
@@ -145,6 +160,9 @@ SETTINGS = {
                 "before, with its cause and the user's line)."),
         Setting("TORCHTPU_RECOMPILE_LIMIT", integer(1, 1 << 20), "8",
                 "Compilations for new shapes at one site before a warning names the varying size (once per site)."),
+        Setting("TORCHTPU_BUCKETS", buckets(), "pow2",
+                "Fused Eager: sizes that vary between programs of the same ops are padded up to a bucket so one "
+                "program serves the bucket: pow2 (powers of two from 16), a comma-separated list of sizes, or off."),
         Setting("TORCHTPU_CPU_FALLBACK", choice("warn", "error"), "warn",
                 "What an op with no tpu lowering does: warn (run it on the CPU, warn once per op) or error."),
         Setting("TORCHTPU_CACHE", boolean(), "1",

@@ -91,12 +91,15 @@ at::Tensor& mean_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool k
 }
 
 at::Tensor extreme(const char* op, bool is_max, const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
-                   const at::Tensor* out) {
+                   const at::Tensor* out, bool empty_dims_raise = false) {
   TORCH_CHECK(self.numel() > 0 || (dim && !dim->empty()), op,
               "(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim with "
               "the 'dim' argument.");
-  Kernel k(op, self);
   auto dims = reduce_dims(self, dim);
+  for (int64_t d : dims)  // no identity to give an empty reduction, as on the CPU
+    TORCH_CHECK_INDEX(!empty_dims_raise || self.numel() > 0 || self.size(d) != 0, is_max ? "amax" : "amin",
+                      "(): Expected reduction dim ", d, " to have non-zero size.");
+  Kernel k(op, self);
   Value x = k.in(self);
   Value r = is_max ? k.b().reduce_max(x, dims) : k.b().reduce_min(x, dims);
   r = keep(k.b(), r, self, dims, keepdim);
@@ -105,10 +108,10 @@ at::Tensor extreme(const char* op, bool is_max, const at::Tensor& self, at::Opti
   return result;
 }
 at::Tensor& amax_out(const at::Tensor& s, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
-  return handed(out, extreme("aten::amax.out", true, s, dim, keepdim, given(out)));
+  return handed(out, extreme("aten::amax.out", true, s, dim, keepdim, given(out), true));
 }
 at::Tensor& amin_out(const at::Tensor& s, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
-  return handed(out, extreme("aten::amin.out", false, s, dim, keepdim, given(out)));
+  return handed(out, extreme("aten::amin.out", false, s, dim, keepdim, given(out), true));
 }
 at::Tensor max_all(const at::Tensor& s) {
   TORCH_CHECK(s.numel() > 0, "max(): Expected reduction dim to be specified for input.numel() == 0.");

@@ -39,14 +39,15 @@ const std::string& compile_options() {
 
 }  // namespace
 
-pjrt::ExecutablePtr Runtime::executable_for(const ir::Graph& g, bool* hit, const OpSite* site) {
+pjrt::ExecutablePtr Runtime::executable_for(const ir::Graph& g, bool* hit, const OpSite* site, bool helper,
+                                            int64_t bucket) {
   ir::GraphKey key = ir::graph_key(g, salt_);
   return cache_.get_or_compile(
       key,
       [&] {
         std::string text = ir::print_stablehlo(g);
         ++compilations_;
-        recompile_log().record(g, site ? *site : OpSite{});
+        recompile_log().record(g, site ? *site : OpSite{}, helper, bucket);
         try {
           return client_->compile(text, compile_options());
         } catch (const pjrt::Error& e) {

@@ -42,6 +42,11 @@ struct Task {
   // Fused Eager: the collectives its graph holds (it then runs with the
   // other ranks' programs, not on the executor alone).
   std::vector<CollectiveCall> collectives;
+  // A bucketed program's pad or unpad (buckets.h): compiles per size, cheaply,
+  // and is not reported as a recompilation of its site.
+  bool helper = false;
+  // A bucketed program: the bucket it serves (0: an exact program).
+  int64_t bucket = 0;
 };
 
 // Runs functions on a fixed set of threads; after stop(), on the caller.

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <stdexcept>
 
+#include "eager/buckets.h"
 #include "eager/copy_queue.h"
 #include "eager/metrics.h"
 #include "ir/graph_key.h"
@@ -181,7 +182,8 @@ void FusedGraph::flush_for(const StorageValue* s) {
 }
 
 void FusedGraph::flush(Pending& p, Reason why) {
-  if (std::unique_ptr<Task> task = make_task(p, why)) Runtime::get().submit(std::move(task));
+  if (std::unique_ptr<Task> task = make_task(p, why))
+    for (std::unique_ptr<Task>& t : buckets().apply(std::move(task))) Runtime::get().submit(std::move(t));
 }
 
 void FusedGraph::join_group(const StorageValue* result, CollectiveCall call) {

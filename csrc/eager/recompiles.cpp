@@ -34,6 +34,8 @@ const char* RecompileLog::name(Cause c) {
     case Cause::kNewProgram: return "new_program";
     case Cause::kNewShape: return "new_shape";
     case Cause::kNewAttributes: return "new_attributes";
+    case Cause::kNewBucket: return "new_bucket";
+    case Cause::kPadding: return "bucket_padding";
   }
   return "?";
 }
@@ -110,7 +112,12 @@ std::string RecompileLog::difference(const Shape& before, const Shape& now) {
   return "sizes inside the graph changed";
 }
 
-RecompileLog::Cause RecompileLog::record(const ir::Graph& g, const OpSite& site) {
+RecompileLog::Cause RecompileLog::record(const ir::Graph& g, const OpSite& site, bool padding, int64_t bucket) {
+  if (padding) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++by_cause_[static_cast<int>(Cause::kPadding)];
+    return Cause::kPadding;
+  }
   Shape now = shape_of(g);
   std::lock_guard<std::mutex> lock(mu_);
   auto key = std::make_tuple(site.where.code, site.where.code ? site.where.lasti : -1, site.op);
@@ -128,6 +135,15 @@ RecompileLog::Cause RecompileLog::record(const ir::Graph& g, const OpSite& site)
   ++s.count;
   Cause cause = Cause::kNewProgram;
   std::string detail;
+  if (bucket > 0) {  // not kept as the site's graph: its ops are the exact graph's and masks
+    ++by_cause_[static_cast<int>(Cause::kNewBucket)];
+    if (events_.size() >= kMaxEvents) events_.pop_front();
+    events_.push_back(Event{site, Cause::kNewBucket,
+                            "the program of the bucket of sizes up to " + std::to_string(bucket), s.count,
+                            s.shape_count});
+    pending_.store(events_.size(), std::memory_order_relaxed);
+    return Cause::kNewBucket;
+  }
   auto same = std::find_if(s.shapes.begin(), s.shapes.end(),
                            [&](const Shape& p) { return p.skeleton == now.skeleton && p.nodes == now.nodes; });
   if (same != s.shapes.end()) {
@@ -155,7 +171,7 @@ RecompileLog::Cause RecompileLog::record(const ir::Graph& g, const OpSite& site)
 std::map<std::string, int64_t> RecompileLog::counts() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::map<std::string, int64_t> m;
-  for (Cause c : {Cause::kNewProgram, Cause::kNewShape, Cause::kNewAttributes})
+  for (Cause c : {Cause::kNewProgram, Cause::kNewShape, Cause::kNewAttributes, Cause::kNewBucket, Cause::kPadding})
     m[name(c)] = by_cause_[static_cast<int>(c)];
   return m;
 }

@@ -25,7 +25,9 @@ namespace torchtpu::eager {
 
 class RecompileLog {
  public:
-  enum class Cause { kNewProgram, kNewShape, kNewAttributes };
+  // kNewBucket: the program of a size's bucket (eager/buckets.h); kPadding:
+  // a bucketed program's pad or unpad, counted only.
+  enum class Cause { kNewProgram, kNewShape, kNewAttributes, kNewBucket, kPadding };
   static const char* name(Cause c);
 
   struct Event {
@@ -37,7 +39,7 @@ class RecompileLog {
   };
 
   // Records a compilation of `g`, issued at `site`; returns its cause.
-  Cause record(const ir::Graph& g, const OpSite& site);
+  Cause record(const ir::Graph& g, const OpSite& site, bool padding = false, int64_t bucket = 0);
 
   // Compilations so far by cause.
   std::map<std::string, int64_t> counts() const;
@@ -77,7 +79,7 @@ class RecompileLog {
   uint64_t next_order_ = 0;
   std::deque<Event> events_;
   std::atomic<size_t> pending_{0};
-  int64_t by_cause_[3] = {0, 0, 0};
+  int64_t by_cause_[5] = {0, 0, 0, 0, 0};
 };
 
 RecompileLog& recompile_log();

@@ -344,10 +344,12 @@ void Runtime::queue(std::unique_ptr<Task> t) {
       t->exe = promise->get_future().share();
       std::shared_ptr<const ir::Graph> graph = t->graph;
       OpSite site = t->sites.empty() ? OpSite{} : t->sites.front();
-      compile_pool_->submit([this, graph, promise, site] {
+      const bool helper = t->helper;
+      const int64_t bucket = t->bucket;
+      compile_pool_->submit([this, graph, promise, site, helper, bucket] {
         try {
           bool hit = false;
-          promise->set_value(executable_for(*graph, &hit, &site));
+          promise->set_value(executable_for(*graph, &hit, &site, helper, bucket));
         } catch (...) {
           promise->set_exception(std::current_exception());
         }

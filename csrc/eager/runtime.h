@@ -148,8 +148,11 @@ class Runtime {
 
   // Compile cache (compile.cpp). Compiles or fetches the executable for a
   // graph (its outputs set).
-  // `site` (the graph's first op) is where a compilation is attributed (recompiles.h).
-  pjrt::ExecutablePtr executable_for(const ir::Graph& g, bool* hit, const OpSite* site = nullptr);
+  // `site` (the graph's first op) is where a compilation is attributed
+  // (recompiles.h); a `helper` (a bucketed program's pad or unpad) is only
+  // counted; `bucket`: the bucket a bucketed program serves.
+  pjrt::ExecutablePtr executable_for(const ir::Graph& g, bool* hit, const OpSite* site = nullptr,
+                                     bool helper = false, int64_t bucket = 0);
   // Compiles StableHLO module text as given (no cache), with the options
   // every graph compiles with.
   pjrt::ExecutablePtr compile_text(const std::string& text);

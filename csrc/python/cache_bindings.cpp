@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include "cache/executable_cache.h"
+#include "eager/buckets.h"
 #include "eager/recompiles.h"
 #include "eager/runtime.h"
 #include "python/sites.h"
@@ -95,6 +96,18 @@ void bind_cache(py::module_& m) {
         py::arg("n"));
   m.def("_cache_config", &config);
   m.def("_recompile_events", &recompile_events);
+  m.def("_set_buckets", [](std::vector<int64_t> sizes) { eager::buckets().set_sizes(std::move(sizes)); });
+  m.def("_set_bucket_poison", [](bool on) { eager::buckets().set_poison(on); });
+  m.def("_bucket_stats", [] {
+    const eager::Buckets::Stats s = eager::buckets().stats();
+    py::dict d;
+    d["programs"] = s.programs;
+    d["refused"] = s.refused;
+    d["exact_elements"] = s.exact_elements;
+    d["padded_elements"] = s.padded_elements;
+    d["last_refusal"] = s.last_refusal;
+    return d;
+  });
   m.def("_recompile_counts", [] { return eager::recompile_log().counts(); });
   m.def("_set_recompile_hook", [](py::object hook) { set_recompile_hook(hook.is_none() ? nullptr : hook.ptr()); });
   m.def("_cache_stats", &stats);

@@ -11,6 +11,7 @@
 #include "aten/tensor_ir.h"
 #include "eager/metrics.h"
 #include "eager/fused_graph.h"
+#include "eager/buckets.h"
 #include "eager/recompiles.h"
 #include "eager/runtime.h"
 #include "python/sites.h"
@@ -241,6 +242,7 @@ PYBIND11_MODULE(_C, m) {
     Runtime::get().cache().reset_stats();
     Runtime::get().reset_compilations();
     torchtpu::eager::recompile_log().reset();
+    torchtpu::eager::buckets().reset_stats();
   });
   m.def("_clear_cache", [] { Runtime::get().cache().clear(); });
   m.def("_set_fallback_error", &torchtpu::aten::set_fallback_error);

@@ -1,0 +1,73 @@
+// Bucketed programs in Fused Eager (DESIGN decision 17). A fused program
+// whose graph was seen before with other sizes (the same ops; sizes that
+// vary as one size v does, ops/bucket.h) runs as its bucket's program: the
+// inputs with padded dims are padded by small programs first, the bucket's
+// program runs with the true v as an argument, and its padded outputs are cut
+// back to their exact sizes by small programs; so one large program compiles
+// per bucket instead of one per size, and storages keep their exact values.
+// A graph seen once, one whose exact program is already compiled, or one
+// with an op that declares no rule for padded dims runs as it is. Buckets:
+// powers of two from 16 by default, an explicit list, or none. Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "eager/executor.h"
+#include "ops/bucket.h"
+
+namespace torchtpu::eager {
+
+class Buckets {
+ public:
+  // The tasks that compute what `task` computes, in submission order.
+  std::vector<std::unique_ptr<Task>> apply(std::unique_ptr<Task> task);
+
+  // Empty: no bucketing; {0}: powers of two from 16; else the sizes, ascending.
+  void set_sizes(std::vector<int64_t> sizes);
+  // Fills the padding with NaN (floats) or large values (integers) instead
+  // of zeros, to show that no result reads it (tests).
+  void set_poison(bool on) { poison_ = on; }
+  // The bucket of size v, or nullopt when v is past the largest.
+  std::optional<int64_t> bucket_of(int64_t v) const;
+
+  struct Stats {
+    int64_t programs = 0;  // bucketed programs queued
+    int64_t refused = 0;   // graphs with a varying size that ran at exact sizes
+    int64_t exact_elements = 0, padded_elements = 0;  // of the bucketed programs' padded inputs and outputs
+    std::string last_refusal;
+  };
+  Stats stats() const;
+  void reset_stats();
+
+ private:
+  struct Program {  // one bucket's program of one plan
+    std::shared_ptr<const ir::Graph> graph;
+    int64_t bucket = 0;
+    ops::bucket::Padded ports;  // its graph moved out
+  };
+  struct State {
+    ops::bucket::Sizes last;
+    std::optional<ops::bucket::Plan> plan;
+    std::string refused;  // why the plan's graphs do not bucket
+    std::map<int64_t, std::shared_ptr<Program>> programs;  // by bucket
+    uint64_t used = 0;
+  };
+  // The bucket's program for `g` and its v, or null: run `g` as it is.
+  std::shared_ptr<Program> program_for(const ir::Graph& g, int64_t* v);
+  mutable std::mutex mu_;
+  std::map<uint64_t, State> states_;  // by skeleton
+  uint64_t clock_ = 0;
+  std::vector<int64_t> sizes_{0};
+  bool poison_ = false;
+  Stats stats_;
+};
+
+Buckets& buckets();
+
+}  // namespace torchtpu::eager

@@ -1,0 +1,92 @@
+// Bucketing (DESIGN decision 17): one program serves every value of a
+// varying size within a bucket. Two graphs of the same structure that differ
+// only in sizes give a Plan: which sizes (result dims and attribute ints)
+// vary, each an affine function a*v + b of one size v. pad() rewrites a
+// graph that follows the plan into the program of v's bucket: every varying
+// dim at its padded size, the true v as a runtime argument (the last
+// parameter), and masks wherever padded elements could reach a real one:
+// reductions and contractions over a padded dim, padding along one. Each op
+// kind declares its rule here; a graph with a padded dim reaching an op
+// without one is refused (the caller compiles it at its exact sizes), so
+// bucketing changes how often programs compile, never a result.
+//
+// Layout: a padded dim is a list of factors, outermost first (a dim made by
+// merging dims, as a reshape of [4, n, 64] to [4n, 64] does); each varying
+// factor holds its real elements at indices below its true size. Parameters
+// and outputs cross the program boundary through small programs (pad_input,
+// unpad_output) that convert between the exact flat storage value and the
+// padded one. Torch-free.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ops/builder.h"
+
+namespace torchtpu::ops::bucket {
+
+// Everything about a graph that its sizes decide, in node order, with a hash
+// of the rest (op kinds, edges, dtypes, ranks, outputs, donations).
+struct Sizes {
+  uint64_t skeleton = 0;
+  std::vector<int64_t> dims;    // every result dim
+  std::vector<int64_t> attrs;   // every integer attribute element
+  std::vector<uint64_t> fixed;  // hashes of what must not vary: raw attributes, regions
+  std::vector<double> constants;  // every constant's value
+};
+Sizes sizes_of(const ir::Graph& g);
+
+struct Affine {
+  int64_t a = 0, b = 0;
+  int64_t at(int64_t v) const { return a * v + b; }
+  bool varies() const { return a != 0; }
+};
+
+struct Plan {
+  std::vector<Affine> dims, attrs;
+  std::vector<uint64_t> fixed;
+  // Per constant: nullopt when it is fixed (at its value in `values`), else
+  // an integer affine in v (an element count, as a mean divides by).
+  std::vector<std::optional<Affine>> constants;
+  std::vector<double> values;
+  uint64_t skeleton = 0;
+  size_t ref = 0;  // the dim that is v
+  // From two observations of one skeleton; nullopt when nothing varies or
+  // the differences are not affine in one size.
+  static std::optional<Plan> fit(const Sizes& first, const Sizes& second);
+  // v for a graph with these sizes when it follows the plan exactly, else -1.
+  int64_t v_of(const Sizes& s) const;
+};
+
+// One dim of a value crossing the program boundary, as factors (outermost
+// first): each factor's exact size and padded size (equal when fixed).
+struct Factor {
+  int64_t exact = 1, padded = 1;
+  Affine size;  // the true size as a function of v
+};
+struct Port {
+  int index = 0;  // parameter or output index in the graph
+  Dims exact, padded;
+  std::vector<std::vector<Factor>> factors;  // per dim
+};
+
+struct Padded {
+  // The exact graph's parameters (padded), with v (an s64 scalar) inserted
+  // at v_index where a mask needs it (-1: none does).
+  ir::Graph graph;
+  int v_index = -1;
+  std::vector<Port> inputs, outputs;  // the padded ones
+  int64_t exact_elements = 0, padded_elements = 0;  // of the padded inputs and outputs
+};
+
+// The bucket's program of `g` (which follows `plan` at size v, padded to
+// `bucket_v` >= v); nullopt with the reason in `why` when an op has no rule.
+std::optional<Padded> pad(const ir::Graph& g, const Plan& plan, int64_t v, int64_t bucket_v, std::string* why);
+
+// Programs converting one port: exact flat value -> padded flat value
+// (padding filled with `fill`), and back.
+ir::Graph pad_input(const Port& p, ir::DType dtype, double fill);
+ir::Graph unpad_output(const Port& p, ir::DType dtype);
+
+}  // namespace torchtpu::ops::bucket

@@ -1,0 +1,82 @@
+// Bucketing plans and rewrites (ops/bucket.h): which sizes vary, and the
+// padded program's structure. Results against exact programs are checked
+// end to end in tests/test_buckets.py.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "ops/bucket.h"
+
+namespace ir = torchtpu::ir;
+namespace bucket = torchtpu::ops::bucket;
+
+namespace {
+
+// flat [4*n*3] -> [4, n, 3] -> sum over n -> [4, 3]; and x[:, 1:] summed.
+ir::Graph graph(int64_t n) {
+  ir::Graph g;
+  torchtpu::ops::Builder b(g);
+  ir::Value p = g.parameter({ir::DType::kF32, {4 * n * 3}});
+  ir::Value x = b.reshape(p, {4, n, 3});
+  ir::Value tail = b.slice(x, {0, 1, 0}, {4, n, 3});
+  g.outputs = {b.reduce_sum(x, {1}), b.reduce_sum(tail, {1}), b.reshape(b.exp(x), {4 * n * 3})};
+  return g;
+}
+
+int count(const ir::Graph& g, const char* op) {
+  return static_cast<int>(std::count_if(g.nodes().begin(), g.nodes().end(),
+                                        [&](const ir::Node& n) { return std::strcmp(n.op, op) == 0; }));
+}
+
+}  // namespace
+
+TEST(Bucket, PlanFitsAffineSizesOfOneVariable) {
+  auto plan = bucket::Plan::fit(bucket::sizes_of(graph(5)), bucket::sizes_of(graph(7)));
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_EQ(plan->v_of(bucket::sizes_of(graph(11))), 11);
+  EXPECT_EQ(plan->v_of(bucket::sizes_of(graph(1))), 1);
+  EXPECT_EQ(plan->v_of(bucket::sizes_of(graph(7))), 7);
+  // Nothing varies: no plan. Another structure: no plan.
+  EXPECT_FALSE(bucket::Plan::fit(bucket::sizes_of(graph(5)), bucket::sizes_of(graph(5))).has_value());
+  ir::Graph other;
+  other.outputs = {other.parameter({ir::DType::kF32, {3}})};
+  EXPECT_FALSE(bucket::Plan::fit(bucket::sizes_of(graph(5)), bucket::sizes_of(other)).has_value());
+}
+
+TEST(Bucket, PaddedProgramMasksReductionsAndTakesTheTrueSize) {
+  auto plan = bucket::Plan::fit(bucket::sizes_of(graph(5)), bucket::sizes_of(graph(7)));
+  ASSERT_TRUE(plan.has_value());
+  std::string why;
+  auto padded = bucket::pad(graph(7), *plan, 7, 16, &why);
+  ASSERT_TRUE(padded.has_value()) << why;
+  const ir::Graph& g = padded->graph;
+  ASSERT_GE(padded->v_index, 0);
+  EXPECT_EQ(g.parameter_type(padded->v_index).dtype, ir::DType::kS64);
+  EXPECT_EQ(g.parameter_type(padded->v_index == 0 ? 1 : 0).dims, ir::Dims({4 * 16 * 3}));
+  EXPECT_EQ(count(g, "stablehlo.select"), 2);  // one per reduction over the padded dim
+  ASSERT_EQ(padded->inputs.size(), 1u);
+  ASSERT_EQ(padded->outputs.size(), 1u);  // only the exp's flat value is padded
+  EXPECT_EQ(padded->outputs[0].padded, ir::Dims({4 * 16 * 3}));
+  EXPECT_EQ(padded->exact_elements, 2 * 4 * 7 * 3);
+  // The pad and unpad programs move between the exact and padded layouts.
+  ir::Graph in = bucket::pad_input(padded->inputs[0], ir::DType::kF32, 0);
+  EXPECT_EQ(in.type(in.outputs[0]).dims, ir::Dims({4 * 16 * 3}));
+  ir::Graph out = bucket::unpad_output(padded->outputs[0], ir::DType::kF32);
+  EXPECT_EQ(out.type(out.outputs[0]).dims, ir::Dims({4 * 7 * 3}));
+}
+
+TEST(Bucket, AnOpWithoutARuleIsRefused) {
+  auto make = [](int64_t n) {
+    ir::Graph g;
+    torchtpu::ops::Builder b(g);
+    ir::Value p = g.parameter({ir::DType::kF32, {n}});
+    g.outputs = b.sort({p}, 0, false, true);
+    return g;
+  };
+  auto plan = bucket::Plan::fit(bucket::sizes_of(make(5)), bucket::sizes_of(make(6)));
+  ASSERT_TRUE(plan.has_value());
+  std::string why;
+  EXPECT_FALSE(bucket::pad(make(6), *plan, 6, 16, &why).has_value());
+  EXPECT_NE(why.find("stablehlo.sort"), std::string::npos) << why;
+}

@@ -1,0 +1,156 @@
+"""Bucketed programs in Fused Eager: a program whose sizes vary between runs of
+the same ops compiles once per bucket, not once per size, and gives the exact
+program's results. The suite fills padding with NaN (conftest), so a padded
+element that reached a real one would show."""
+import pytest
+import torch
+
+import torchtpu
+from torchtpu import _C
+
+
+def _big_compilations():
+    c = torchtpu.debug.metrics()["compilations_by_cause"]
+    return c["new_program"] + c["new_shape"] + c["new_attributes"] + c["new_bucket"]
+
+
+def attention_like(x, w):
+    """Reductions, softmax, a contraction and a mean over the varying dim."""
+    h = torch.tanh(x @ w)                       # [b, n, d]
+    scores = h @ h.transpose(1, 2) / 8          # [b, n, n]
+    causal = torch.ones(x.shape[1], x.shape[1], dtype=torch.bool, device=x.device).tril()
+    scores = scores.masked_fill(~causal, float("-inf"))
+    p = scores.softmax(-1)
+    y = p @ h                                   # contraction over n
+    return y.mean(), y.amax(1), y.sum(1), h.var(1), y[:, 1:].sum()
+
+
+@pytest.mark.parametrize("lengths", [[20, 24, 31, 32, 17, 33, 40, 63, 64, 48]])
+def test_varying_length_compiles_per_bucket(lengths):
+    torch.manual_seed(0)
+    w = torch.randn(12, 12)
+    wd = w.to("tpu")
+    with torchtpu.eager_mode("fused"):
+        torchtpu.debug.reset_metrics()
+        compiled_at = {}
+        for n in lengths:
+            x = torch.randn(3, n, 12)
+            before = _big_compilations()
+            got = attention_like(x.to("tpu"), wd)
+            want = attention_like(x, w)
+            for g, r in zip(got, want):
+                torch.testing.assert_close(g.cpu(), r, rtol=1e-5, atol=1e-5)
+            compiled_at[n] = _big_compilations() - before
+        stats = torchtpu.debug.metrics()["buckets"]
+    assert stats["programs"] > 0, stats
+    # 17..32 share the bucket of 32 once it is compiled; 33..64 that of 64.
+    assert compiled_at[31] == 0 and compiled_at[32] == 0 and compiled_at[17] == 0, compiled_at
+    assert compiled_at[48] == 0 and compiled_at[64] == 0, compiled_at
+    assert stats["padded_elements"] >= stats["exact_elements"] > 0
+
+
+def test_bucketing_off_compiles_per_size():
+    x = [torch.randn(2, n, 5) for n in (21, 22, 23)]
+    with torchtpu.eager_mode("fused"):
+        _C._set_buckets([])
+        try:
+            torchtpu.debug.reset_metrics()
+            for t in x:
+                torch.testing.assert_close((t.to("tpu").softmax(1) * 3).sum(1).cpu(), (t.softmax(1) * 3).sum(1))
+            assert _big_compilations() == 3
+            assert torchtpu.debug.metrics()["buckets"]["programs"] == 0
+        finally:
+            _C._set_buckets([0])
+
+
+def test_an_op_without_a_rule_runs_at_exact_sizes():
+    """A sort along the varying dim has no padding rule: the program compiles at its exact sizes
+    (refused, counted) and its results stay the CPU's."""
+    with torchtpu.eager_mode("fused"):
+        torchtpu.debug.reset_metrics()
+        for n in (9, 10, 11, 12):
+            x = torch.randn(4, n)
+            torch.testing.assert_close(torch.sort(x.to("tpu") * 2, dim=1).values.cpu(), torch.sort(x * 2, dim=1).values)
+        stats = torchtpu.debug.metrics()["buckets"]
+    assert stats["programs"] == 0 and stats["refused"] >= 1, stats
+    assert stats["last_refusal"], stats
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool])
+def test_dtypes_and_special_values(dtype):
+    """Every dtype, NaN and Inf in the real region, size-1 and empty dims run exactly."""
+    with torchtpu.eager_mode("fused"):
+        for n in (5, 6, 7, 1, 0, 8):
+            if dtype.is_floating_point:
+                x = torch.randn(2, n, 3).to(dtype)
+                if n > 2:
+                    x[0, 1, 0], x[1, 2, 1] = float("nan"), float("inf")
+            elif dtype == torch.bool:
+                x = torch.rand(2, n, 3) > 0.5
+            else:
+                x = torch.randint(-(2 ** 40), 2 ** 40, (2, n, 3))
+            xd = x.to("tpu")
+            if dtype == torch.bool:
+                got, want = (xd.any(1), xd.all(1), xd.sum(1)), (x.any(1), x.all(1), x.sum(1))
+            elif n == 0:  # amax over an empty dim raises, as on the CPU
+                with pytest.raises(IndexError, match="non-zero size"):
+                    xd.amax(1)
+                got, want = (xd.sum(1), (xd * 2).cumsum(1)), (x.sum(1), (x * 2).cumsum(1))
+            else:
+                got, want = (xd.sum(1), xd.amax(1), (xd * 2).cumsum(1)), (x.sum(1), x.amax(1), (x * 2).cumsum(1))
+            for g, r in zip(got, want):
+                torch.testing.assert_close(g.cpu(), r, equal_nan=True)
+
+
+def test_training_with_a_padding_collator_matches_the_cpu():
+    """A small decoder trained on batches whose length varies (multiples of 8): the
+    losses are the CPU's, and compilations stop once each bucket was seen."""
+    torch.manual_seed(0)
+    vocab, width = 50, 16
+
+    class Decoder(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = torch.nn.Embedding(vocab, width)
+            self.pos = torch.nn.Embedding(64, width)
+            self.layer = torch.nn.TransformerEncoderLayer(width, 2, 32, dropout=0.0, batch_first=True)
+            self.head = torch.nn.Linear(width, vocab)
+
+        def forward(self, ids):
+            n = ids.shape[1]
+            h = self.emb(ids) + self.pos(torch.arange(n, device=ids.device))
+            mask = torch.nn.Transformer.generate_square_subsequent_mask(n, device=ids.device)
+            return self.head(self.layer(h, src_mask=mask, is_causal=True))
+
+    cpu = Decoder()
+    dev = Decoder()
+    dev.load_state_dict(cpu.state_dict())
+    dev.to("tpu")
+    # SGD: the key bias's gradient is rounding noise (exactly zero in theory), which Adam would
+    # blow up to full-size steps on both sides.
+    opt_c = torch.optim.SGD(cpu.parameters(), lr=0.1, momentum=0.9)
+    opt_d = torch.optim.SGD(dev.parameters(), lr=0.1, momentum=0.9)
+    g = torch.Generator().manual_seed(1)
+    lengths = [8, 16, 24, 32, 16, 40, 56, 64, 8, 24, 48, 32]
+    new = []
+    with torchtpu.eager_mode("fused"):
+        torchtpu.debug.reset_metrics()
+        for n in lengths:
+            ids = torch.randint(0, vocab, (2, n), generator=g)
+            before = _big_compilations()
+            losses = []
+            for model, opt, x in ((cpu, opt_c, ids), (dev, opt_d, ids.to("tpu"))):
+                logits = model(x[:, :-1])
+                loss = torch.nn.functional.cross_entropy(logits.reshape(-1, vocab), x[:, 1:].reshape(-1))
+                loss.backward()
+                opt.step()
+                opt.zero_grad()
+                losses.append(loss.item())
+            torch.testing.assert_close(torch.tensor(losses[1]), torch.tensor(losses[0]), rtol=1e-5, atol=1e-6)
+            new.append(_big_compilations() - before)
+        stats = torchtpu.debug.metrics()["buckets"]
+    # Every bucket (16, 32, 64 for inputs of n - 1) was seen before the last four steps.
+    assert new[-4:] == [0, 0, 0, 0] and sum(new) <= 8, (new, stats["last_refusal"], stats)
+    for p, q in zip(cpu.parameters(), dev.parameters()):
+        torch.testing.assert_close(q.detach().cpu(), p.detach(), rtol=1e-4, atol=1e-5)
+    assert stats["programs"] > 0, stats
