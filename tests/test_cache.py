@@ -92,7 +92,12 @@ def test_two_processes_compile_each_graph_once(tmp_path):
     procs = [_start(tmp_path, shared, str(r), str(go)) for r in ready]
     deadline = time.time() + 240
     while not all(r.exists() for r in ready):  # both imported: start them together
-        assert time.time() < deadline and all(p.poll() is None for p in procs)
+        dead = [p for p in procs if p.poll() is not None]
+        if dead or time.time() >= deadline:
+            for p in procs:
+                p.kill()
+            pytest.fail("a process ended or hung before it was ready: " +
+                        " | ".join(f"rc {p.wait()}: {p.stderr.read()[-2000:]}" for p in procs))
         time.sleep(0.01)
     go.touch()
     results = [_finish(p) for p in procs]

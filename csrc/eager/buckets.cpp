@@ -68,11 +68,13 @@ void Buckets::reset_stats() {
   stats_ = Stats{};
 }
 
-std::shared_ptr<Buckets::Program> Buckets::program_for(const ir::Graph& g, int64_t* v_out) {
+std::shared_ptr<Buckets::Program> Buckets::program_for(const ir::Graph& g, int64_t* v_out, const OpSite* site) {
   if (sizes_.empty() || g.replicas != 1 || !g.collectives.empty()) return nullptr;
   ops::bucket::Sizes sizes = ops::bucket::sizes_of(g);
   std::shared_ptr<Program> prog;
   int64_t& v = *v_out;
+  bool fresh = false;
+  uint64_t skeleton = sizes.skeleton;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = states_.find(sizes.skeleton);
@@ -122,6 +124,25 @@ std::shared_ptr<Buckets::Program> Buckets::program_for(const ir::Graph& g, int64
       prog->ports = std::move(*padded);
       prog->bucket = *bucket;
       s.programs[*bucket] = prog;
+      fresh = true;
+    }
+  }
+  if (fresh) {
+    // Compiled here, once per bucket: a rewrite the compiler refuses makes
+    // the graph run at its exact sizes instead of failing the user's op.
+    try {
+      bool hit = false;
+      Runtime::get().executable_for(*prog->graph, &hit, site, false, prog->bucket);
+    } catch (const std::exception& e) {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = states_.find(skeleton);
+      if (it != states_.end()) {
+        it->second.refused = std::string("the bucket's program did not compile: ") + e.what();
+        it->second.programs.clear();
+        stats_.last_refusal = it->second.refused;
+      }
+      ++stats_.refused;
+      return nullptr;
     }
   }
   return prog;
@@ -142,7 +163,7 @@ std::vector<std::unique_ptr<Task>> Buckets::apply(std::unique_ptr<Task> task) {
     return out;
   }
   int64_t v = 0;
-  std::shared_ptr<Program> prog = program_for(g, &v);
+  std::shared_ptr<Program> prog = program_for(g, &v, task->sites.empty() ? nullptr : &task->sites.front());
   if (!prog) {
     out.push_back(std::move(task));
     return out;

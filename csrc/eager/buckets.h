@@ -58,8 +58,9 @@ class Buckets {
     std::map<int64_t, std::shared_ptr<Program>> programs;  // by bucket
     uint64_t used = 0;
   };
-  // The bucket's program for `g` and its v, or null: run `g` as it is.
-  std::shared_ptr<Program> program_for(const ir::Graph& g, int64_t* v);
+  // The bucket's program for `g` (compiled, attributed to `site`) and its
+  // v, or null: run `g` as it is.
+  std::shared_ptr<Program> program_for(const ir::Graph& g, int64_t* v, const OpSite* site);
   mutable std::mutex mu_;
   std::map<uint64_t, State> states_;  // by skeleton
   uint64_t clock_ = 0;

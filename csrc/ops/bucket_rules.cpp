@@ -222,6 +222,33 @@ void Rewriter::node(int32_t i, size_t& pos, size_t& apos) {
     // attrs: start_indices, limit_indices, strides (each r ints)
     Dims start(r), limit(r), stride = attr(n, "strides")->ints;
     Layout l = plain_layout(at[0], r);
+    // A start that varies: a fixed block at a runtime start (x[:, n - 1]).
+    // Only the outermost factor of the dim may vary, so a row's padded
+    // offset is its exact offset.
+    auto rows_only = [&](size_t d) {
+      int64_t inner = 1;
+      for (size_t f = 1; f < src[d].size(); ++f) {
+        if (src[d][f].size.varies()) return false;
+        inner *= src[d][f].exact;
+      }
+      const Affine s = attr_aff[0][d];
+      return s.a % inner == 0 && s.b % inner == 0;
+    };
+    bool moving = false;
+    for (size_t d = 0; d < r; ++d) moving |= attr_aff[0][d].varies() && stride[d] == 1 && !padded(l[d]);
+    if (moving) {
+      std::vector<Value> starts;
+      Dims sizes;
+      for (size_t d = 0; d < r; ++d) {
+        const Affine s = attr_aff[0][d], e = attr_aff[1][d];
+        if (stride[d] != 1 || (padded(src[d]) && !rows_only(d)) || padded(l[d]))
+          refuse(n, "a block at a runtime start of a padded dim");
+        starts.push_back(s.varies() ? true_size(s) : b_.constant(DType::kS64, static_cast<double>(s.b)));
+        sizes.push_back(e.at(v_) - s.at(v_));
+      }
+      mine[0] = {b_.dynamic_slice(ops[0], starts, sizes), l, {}};
+      return;
+    }
     for (size_t d = 0; d < r; ++d) {
       const Affine s = attr_aff[0][d], e = attr_aff[1][d];
       if (!padded(src[d]) && !s.varies() && !e.varies()) {
@@ -322,15 +349,35 @@ void Rewriter::node(int32_t i, size_t& pos, size_t& apos) {
   } else if (op == "stablehlo.concatenate") {
     const int64_t c = attr(n, "dimension")->ints[0];
     const Layout& first = in(n.operands[0]).layout;
+    bool along = false;
     for (Value x : n.operands) {
       const Layout& xl = in(x).layout;
-      if (padded(xl[c])) refuse(n, "concatenates along a padded dim");
+      if (padded(xl[c])) {
+        if (xl[c].size() != 1) refuse(n, "concatenates along a merged padded dim");
+        along = true;
+      }
       for (size_t d = 0; d < xl.size(); ++d)
         if (static_cast<int64_t>(d) != c && !same(xl[d], first[d])) refuse(n, "operands padded differently");
     }
     Layout l = first;
-    l[c] = plain(dim_aff(at[0] + c), v_, bv_);
+    l[c] = along ? prefix(dim_aff(at[0] + c), v_, bv_) : plain(dim_aff(at[0] + c), v_, bv_);
     emit(ops, l, n.attrs);
+    if (along) {
+      // Each operand after the first goes right after the real elements
+      // before it (a runtime offset); later ones overwrite its padding.
+      Value r = mine[0].nv;
+      Value offset = b_.constant(DType::kS64, 0);
+      const Value zero = b_.constant(DType::kS64, 0);
+      for (size_t k = 0; k + 1 < n.operands.size(); ++k) {
+        const std::vector<Factor>& f = in(n.operands[k]).layout[c];
+        offset = b_.add(offset, f[0].size.varies() ? true_size(f[0].size)
+                                                   : b_.constant(DType::kS64, static_cast<double>(f[0].exact)));
+        std::vector<Value> starts(l.size(), zero);
+        starts[c] = offset;
+        r = b_.dynamic_update_slice_at(r, ops[k + 1], starts);
+      }
+      mine[0].nv = r;
+    }
   } else if (op == "stablehlo.gather") {
     if (padded(in(n.operands[0]).layout)) refuse(n, "gathers from a padded operand");
     const std::string& dn = attr(n, "dimension_numbers")->raw;
@@ -347,10 +394,19 @@ void Rewriter::node(int32_t i, size_t& pos, size_t& apos) {
     }
     emit(ops, l, n.attrs);
   } else if (op == "stablehlo.scatter") {
-    if (padded(in(n.operands[0]).layout)) refuse(n, "scatters into a padded operand");
-    if (n.body != Body::kAdd) refuse(n, "padded updates of a scatter that does not add");
+    // A padded update adds zero; or, for other combiners, its index points
+    // past the operand, and XLA drops an update out of bounds (as JAX's
+    // mode="drop" relies on).
+    // Into a padded operand: real indices name real positions, and each
+    // update window spans its operand dim, laid out alike.
+    const Layout& ol = in(n.operands[0]).layout;
     const std::string& dn = attr(n, "scatter_dimension_numbers")->raw;
     const auto window = raw_list(dn, "update_window_dims");
+    const auto inserted = raw_list(dn, "inserted_window_dims");
+    std::vector<int64_t> operand_windows;
+    for (int64_t d = 0; d < static_cast<int64_t>(ol.size()); ++d)
+      if (std::find(inserted.begin(), inserted.end(), d) == inserted.end()) operand_windows.push_back(d);
+    if (operand_windows.size() != window.size()) refuse(n, "window dims");
     const int64_t ivd = raw_list(dn, "index_vector_dim").at(0);
     const Layout& il = in(n.operands[1]).layout;
     const Layout& ul = in(n.operands[2]).layout;
@@ -358,16 +414,28 @@ void Rewriter::node(int32_t i, size_t& pos, size_t& apos) {
     std::vector<int64_t> scatter_dims;
     size_t k = 0;
     for (int64_t d = 0; d < static_cast<int64_t>(ul.size()); ++d) {
-      if (std::find(window.begin(), window.end(), d) != window.end()) {
-        if (padded(ul[d])) refuse(n, "padded update windows");
+      auto w = std::find(window.begin(), window.end(), d);
+      if (w != window.end()) {
+        const std::vector<Factor>& od = ol[operand_windows[w - window.begin()]];
+        if ((padded(ul[d]) || padded(od)) && !same(ul[d], od)) refuse(n, "an update window padded otherwise");
         continue;
       }
       if (static_cast<int64_t>(k) == ivd) ++k;
       if (!same(ul[d], il.at(k++))) refuse(n, "indices and updates padded differently");
       scatter_dims.push_back(d);
     }
-    ops[2] = masked(ops[2], ul, scatter_dims, b_.constant(b_.dtype(ops[2]), 0));
-    emit(ops, in(n.operands[0]).layout, n.attrs);
+    if (n.body == Body::kAdd) {
+      ops[2] = masked(ops[2], ul, scatter_dims, b_.constant(b_.dtype(ops[2]), 0));
+    } else {
+      if (!is_signed_int(b_.dtype(ops[1]))) refuse(n, "unsigned indices");
+      for (int64_t d : g_.type(n.operands[0]).dims)
+        if (d >= (1 << 30)) refuse(n, "an operand dim too large to index past");
+      std::vector<int64_t> index_dims;
+      for (int64_t d = 0; d < static_cast<int64_t>(il.size()); ++d)
+        if (d != ivd) index_dims.push_back(d);
+      ops[1] = masked(ops[1], il, index_dims, b_.constant(b_.dtype(ops[1]), 1 << 30));
+    }
+    emit(ops, ol, n.attrs);
   } else {
     refuse(n, "no rule for a padded dim");
   }

@@ -260,6 +260,24 @@ Value Builder::dynamic_update_slice(Value a, Value update, const std::vector<int
   return g_.add("stablehlo.dynamic_update_slice", std::move(operands), type(a));
 }
 
+Value Builder::dynamic_update_slice_at(Value a, Value update, const std::vector<Value>& starts) {
+  if (static_cast<int64_t>(starts.size()) != rank(a) || rank(update) != rank(a))
+    throw LoweringError("dynamic_update_slice: one start per dim");
+  std::vector<Value> operands{a, update};
+  operands.insert(operands.end(), starts.begin(), starts.end());
+  return g_.add("stablehlo.dynamic_update_slice", std::move(operands), type(a));
+}
+
+Value Builder::dynamic_slice(Value a, const std::vector<Value>& starts, Dims sizes) {
+  if (starts.size() != sizes.size() || static_cast<int64_t>(sizes.size()) != rank(a))
+    throw LoweringError("dynamic_slice: one start and one size per dim");
+  std::vector<Value> operands{a};
+  operands.insert(operands.end(), starts.begin(), starts.end());
+  Type result{dtype(a), sizes};
+  return g_.add("stablehlo.dynamic_slice", std::move(operands), std::move(result),
+                {Attr::array("slice_sizes", std::move(sizes))});
+}
+
 // Dims of a rank-`rank` value named by a lowering: each in range, once.
 static void check_dims(const char* what, const std::vector<int64_t>& ds, int64_t rank) {
   for (size_t i = 0; i < ds.size(); ++i) {

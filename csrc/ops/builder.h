@@ -109,6 +109,11 @@ class Builder {
   Value pad(Value a, Value pad_value, Dims low, Dims high, Dims interior = {});
   Value iota(DType t, Dims dims, int64_t dim);
   Value dynamic_update_slice(Value a, Value update, const std::vector<int64_t>& start);
+  // `update` written at runtime starts (s64 scalars, one per dim).
+  Value dynamic_update_slice_at(Value a, Value update, const std::vector<Value>& starts);
+  // The block of `sizes` at runtime starts (s64 scalars, one per dim; XLA
+  // clamps them so the block stays inside `a`).
+  Value dynamic_slice(Value a, const std::vector<Value>& starts, Dims sizes);
 
   // Reduction over `dims` with a structural init value.
   Value reduce(Value a, std::vector<int64_t> dims, Body body, double init);
