@@ -10,7 +10,7 @@ namespace torchtpu::eager {
 
 namespace {
 
-constexpr size_t kMaxStates = 1024;
+constexpr size_t kMaxStates = 256;  // skeletons remembered (each keeps its last graph's sizes)
 // Past this many padded inputs and outputs, the pad and unpad programs around
 // each run cost more than the compilations bucketing saves (a compiled
 // forward graph's saved activations, say): the program runs exact.
