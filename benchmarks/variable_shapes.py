@@ -3,7 +3,9 @@ DataCollatorWithPadding(pad_to_multiple_of=8) gives. A small GPT-2 (width 64,
 2 layers, batch 4) trains with AdamW on the same sequence of batches in each
 system, each in its own process with a cold compilation cache: PyTorch CPU
 eager, Fused Eager with bucketing (the default) and without, Strict Eager, and
-torch.compile(backend="tpu") with bucketing and without. Prints one JSON line per system: wall time
+torch.compile(backend="tpu") with bucketing and without; and, for reference,
+torch.compile(backend="aot_eager") on the CPU: what Dynamo and AOTAutograd
+themselves cost here, before any backend compiles. Prints one JSON line per system: wall time
 (compilation included) and its ratio to the CPU's, compilations, the steady
 step time, whether the losses equal the CPU's (relative 1e-5; over hundreds
 of AdamW steps rounding differences grow in any system) and, for a bucketed
@@ -20,14 +22,15 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SYSTEMS = ["cpu", "fused", "fused-nobuckets", "strict", "compiled", "compiled-nobuckets"]
+SYSTEMS = ["cpu", "fused", "fused-nobuckets", "strict", "compiled", "compiled-nobuckets", "cpu-compiled"]
 
 
 def child(system, steps, max_len, seed=0):
     system = system.replace("-nobuckets", "")
     import torch
     torch.set_num_threads(1)
-    if system != "cpu":
+    on_cpu = system.startswith("cpu")
+    if not on_cpu:
         import torchtpu
         torchtpu.set_eager_mode("strict" if system == "strict" else "fused")
     from transformers import GPT2Config, GPT2LMHeadModel
@@ -37,7 +40,7 @@ def child(system, steps, max_len, seed=0):
     cfg = GPT2Config(vocab_size=256, n_embd=64, n_layer=2, n_head=4, n_positions=max_len, resid_pdrop=0.0,
                      embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0)
     model = GPT2LMHeadModel(cfg)
-    device = "cpu" if system == "cpu" else "tpu"
+    device = "cpu" if on_cpu else "tpu"
     model.to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     g = torch.Generator().manual_seed(seed + 1)
@@ -50,7 +53,12 @@ def child(system, steps, max_len, seed=0):
         opt.zero_grad(set_to_none=True)
         return loss
 
-    run = torch.compile(step, backend="tpu") if system == "compiled" else step
+    if system == "compiled":
+        run = torch.compile(step, backend="tpu")
+    elif system == "cpu-compiled":
+        run = torch.compile(step, backend="aot_eager")
+    else:
+        run = step
     losses, times, seen = [], [], set()
     start = time.perf_counter()
     for n in lengths:
@@ -64,7 +72,7 @@ def child(system, steps, max_len, seed=0):
     total = time.perf_counter() - start
     out = {"losses": losses, "total_s": total, "lengths": len(set(lengths)),
            "steady_ms": 1000 * sorted(times)[len(times) // 2] if times else None}
-    if system != "cpu":
+    if not on_cpu:
         import torchtpu
         m = torchtpu.debug.metrics()
         out["compilations"] = m["compilations"]

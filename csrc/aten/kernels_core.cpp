@@ -83,6 +83,20 @@ at::Tensor to_cpu(const at::Tensor& src) {
 // caller leaves alone until a sync, as on CUDA) or from a staged private
 // copy runs on the copy queue: this returns at once and programs that read
 // `dst` wait for it.
+// A small upload keeps a private copy of its bytes (eager::Slot::HostCopy),
+// so that a bucketed program pads it on the host.
+constexpr int64_t kHostCopyMax = 256 << 10;
+void keep_host_copy(const eager::SlotPtr& slot, const at::Tensor& src, const at::Tensor& host) {
+  const int64_t nbytes = host.numel() * static_cast<int64_t>(host.element_size());
+  if (!slot || nbytes > kHostCopyMax) return;
+  at::Tensor mine = host.data_ptr() == src.data_ptr() ? host.clone() : host;
+  auto copy = std::make_shared<eager::Slot::HostCopy>();
+  copy->data = mine.data_ptr();
+  copy->nbytes = nbytes;
+  copy->keep = std::shared_ptr<void>(new at::Tensor(std::move(mine)), [](void* p) { delete static_cast<at::Tensor*>(p); });
+  slot->set_host(std::move(copy));
+}
+
 void from_cpu(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
   at::Tensor host = src.to(dst.scalar_type()).contiguous();
   if (host.sizes() != dst.sizes()) host = host.expand(dst.sizes()).contiguous();
@@ -90,6 +104,7 @@ void from_cpu(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
   DType dt = to_ir(dst.scalar_type());
   if (non_blocking && covers_storage(dst) && (is_pinned_host(src) || host.data_ptr() != src.data_ptr())) {
     auto slot = std::make_shared<eager::Slot>();
+    keep_host_copy(slot, src, host);
     {
       std::lock_guard<std::recursive_mutex> lock(rt.device_lock(dst.device().index()));
       storage_value(dst)->set_slot(slot, dt);
@@ -103,6 +118,7 @@ void from_cpu(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
   if (covers_storage(dst)) {
     std::lock_guard<std::recursive_mutex> lock(rt.device_lock(dst.device().index()));
     storage_value(dst)->set_buffer(std::move(buf), dt);
+    keep_host_copy(storage_value(dst)->slot(), src, host);
     return;
   }
   at::Tensor staged = empty_device({host.numel()}, dst.scalar_type(), dst.device().index());

@@ -262,6 +262,8 @@ void LocalGroup::pull(int device) {
 }
 
 void LocalGroup::run_program(int rank, std::unique_ptr<eager::Task> task, const std::string& signature) {
+  for (const eager::Task::Arg& a : task->args)
+    if (a.slot) a.slot->start_deferred();
   Program program{task.get(), task->key};
   if (program.key == ir::GraphKey{}) program.key = ir::graph_key(*task->graph, ir::GraphKey{});
   const std::chrono::milliseconds timeout(timeout_ms_.load());

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "eager/runtime.h"
@@ -11,10 +12,10 @@ namespace torchtpu::eager {
 namespace {
 
 constexpr size_t kMaxStates = 256;  // skeletons remembered (each keeps its last graph's sizes)
-// Past this many padded inputs and outputs, the pad and unpad programs around
-// each run cost more than the compilations bucketing saves (a compiled
-// forward graph's saved activations, say): the program runs exact.
-constexpr size_t kMaxPorts = 8;
+// Past this many padded inputs and outputs, the copies the pad and unpad
+// programs make around each run cost more than the compilations bucketing
+// saves: the program runs exact.
+constexpr size_t kMaxPorts = 64;
 constexpr int64_t kFloor = 16;
 
 // The port at size v: every varying factor at its true size.
@@ -28,6 +29,80 @@ ops::bucket::Port at_size(ops::bucket::Port p, int64_t v) {
     p.exact[d] = n;
   }
   return p;
+}
+
+// Names where a port's elements lie in its padded flat value (the sequence
+// of its factors, fixed ones merged), and its dtype: a twin (slot.h) fits a
+// port of another program when the names are equal.
+uint64_t layout_of(const ops::bucket::Port& p, ir::DType dtype) {
+  uint64_t h = 0x9E3779B97F4A7C15ULL ^ static_cast<uint64_t>(dtype);
+  auto mix = [&](int64_t x) { h = (h ^ static_cast<uint64_t>(x)) * 0x100000001B3ULL + (h >> 29); };
+  int64_t fixed = 1;
+  for (const auto& dim : p.factors)
+    for (const ops::bucket::Factor& f : dim) {
+      if (f.exact == f.padded) {
+        fixed *= f.exact;
+        continue;
+      }
+      mix(fixed);
+      mix(f.exact);
+      mix(f.padded);
+      fixed = 1;
+    }
+  mix(fixed);
+  return h;
+}
+
+// The port's padded flat value from its exact bytes at `data`, the padding
+// filled with `fill`.
+std::shared_ptr<std::vector<char>> pad_on_host(const ops::bucket::Port& p, ir::DType dt, const void* data,
+                                               double fill) {
+  std::vector<int64_t> exact, padded;  // every factor, outermost first
+  for (const auto& dim : p.factors)
+    for (const ops::bucket::Factor& f : dim) {
+      exact.push_back(f.exact);
+      padded.push_back(f.padded);
+    }
+  const int64_t es = ir::byte_size(dt);
+  int64_t total = 1, inner = 1;
+  for (int64_t n : padded) total *= n;
+  auto out = std::make_shared<std::vector<char>>(static_cast<size_t>(total * es));
+  // The fill, as one element of dt.
+  std::vector<char> one(static_cast<size_t>(es), 0);
+  auto put = [&](auto v) { std::memcpy(one.data(), &v, sizeof(v)); };
+  if (fill != 0) {
+    switch (dt) {
+      case ir::DType::kF32: put(static_cast<float>(fill)); break;
+      case ir::DType::kF64: put(fill); break;
+      case ir::DType::kF16: put(uint16_t{0x7E00}); break;   // NaN
+      case ir::DType::kBF16: put(uint16_t{0x7FC0}); break;  // NaN
+      case ir::DType::kS64: put(static_cast<int64_t>(fill)); break;
+      case ir::DType::kS32: put(static_cast<int32_t>(fill)); break;
+      default: std::memset(one.data(), 1, 1); break;  // a small nonzero value
+    }
+    for (int64_t i = 0; i < total; ++i) std::memcpy(out->data() + i * es, one.data(), es);
+  }
+  // Rows of the innermost factor, copied whole; the outer factors walked as digits.
+  const size_t k = exact.size();
+  if (k == 0) {
+    std::memcpy(out->data(), data, es);
+    return out;
+  }
+  inner = exact[k - 1];
+  int64_t rows = 1;
+  for (size_t i = 0; i + 1 < k; ++i) rows *= exact[i];
+  std::vector<int64_t> digit(k, 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t at = 0;
+    for (size_t i = 0; i + 1 < k; ++i) at = at * padded[i] + digit[i];
+    at *= padded[k - 1];
+    std::memcpy(out->data() + at * es, static_cast<const char*>(data) + r * inner * es, inner * es);
+    for (size_t i = k - 1; i-- > 0;) {
+      if (++digit[i] < exact[i]) break;
+      digit[i] = 0;
+    }
+  }
+  return out;
 }
 
 double fill_for(ir::DType t, bool poison) {
@@ -84,19 +159,26 @@ std::shared_ptr<Buckets::Program> Buckets::program_for(const ir::Graph& g, int64
                                        [](const auto& a, const auto& b) { return a.second.used < b.second.used; });
         states_.erase(oldest);
       }
-      states_[sizes.skeleton] = State{std::move(sizes), std::nullopt, {}, {}, ++clock_};
+      states_[sizes.skeleton] = State{std::move(sizes), std::nullopt, std::nullopt, {}, {}, ++clock_};
       return nullptr;
     }
     State& s = it->second;
     s.used = ++clock_;
     v = s.plan ? s.plan->v_of(sizes) : -1;
     if (v < 0) {
-      s.plan = ops::bucket::Plan::fit(s.last, sizes);
+      // Three observations tell a size growing as v*v from one growing as v.
+      std::optional<ops::bucket::Plan> plan;
+      if (s.before) plan = ops::bucket::Plan::fit(*s.before, s.last, sizes);
+      if (!plan || plan->v_of(sizes) < 0) plan = ops::bucket::Plan::fit(s.last, sizes);
+      s.plan = std::move(plan);
       s.programs.clear();
       s.refused.clear();
       if (s.plan) v = s.plan->v_of(sizes);
     }
-    s.last = std::move(sizes);
+    if (sizes.dims != s.last.dims) {
+      s.before = std::move(s.last);
+      s.last = std::move(sizes);
+    }
     std::optional<int64_t> bucket = v >= 0 ? bucket_of(v) : std::nullopt;
     if (v < 0 || !bucket || !s.refused.empty()) {
       if (v >= 0 && !s.refused.empty()) ++stats_.refused;
@@ -162,38 +244,86 @@ std::vector<std::unique_ptr<Task>> Buckets::apply(std::unique_ptr<Task> task) {
     out.push_back(std::move(task));
     return out;
   }
-  int64_t v = 0;
-  std::shared_ptr<Program> prog = program_for(g, &v, task->sites.empty() ? nullptr : &task->sites.front());
-  if (!prog) {
+  std::optional<Bucketed> b = choose(g, task->sites.empty() ? nullptr : &task->sites.front());
+  if (!b) {
     out.push_back(std::move(task));
     return out;
   }
-  const ops::bucket::Padded& ports = prog->ports;
-  const int nparams = prog->graph->num_parameters();
-  std::vector<Task::Arg> args(task->args.size());
-  for (size_t i = 0; i < args.size(); ++i) args[i] = task->args[i];
+  return expand(std::move(task), *b);
+}
+
+std::optional<Buckets::Bucketed> Buckets::choose(const ir::Graph& g, const OpSite* site) {
+  Bucketed b;
+  b.program = program_for(g, &b.v, site);
+  if (!b.program) return std::nullopt;
+  return b;
+}
+
+std::vector<std::unique_ptr<Task>> Buckets::expand(std::unique_ptr<Task> task, const Bucketed& b) {
+  std::vector<std::unique_ptr<Task>> out;
+  Runtime& rt = Runtime::get();
+  const ir::Graph& g = *task->graph;
+  const Program& prog = *b.program;
+  const int64_t v = b.v;
+  const ops::bucket::Padded& ports = prog.ports;
+  const int nparams = prog.graph->num_parameters();
+  auto helper = [&] {
+    auto h = std::make_unique<Task>();
+    h->device = task->device;
+    h->helper = true;
+    h->sites = task->sites;
+    return h;
+  };
+  std::vector<Task::Arg> args = task->args;
   int64_t exact_elements = 0, padded_elements = 0;
-  for (const ops::bucket::Port& p0 : ports.inputs) {
-    ops::bucket::Port p = at_size(p0, v);
-    const ir::DType dt = g.parameter_type(p.index).dtype;
-    auto pad = std::make_unique<Task>();
-    pad->device = task->device;
-    pad->helper = true;
-    pad->sites = task->sites;
-    pad->graph = std::make_shared<const ir::Graph>(ops::bucket::pad_input(p, dt, fill_for(dt, poison_)));
-    pad->args = {task->args[p.index]};
-    pad->outputs = {std::make_shared<Slot>()};
-    args[p.index] = Task::Arg{pad->outputs[0], nullptr};
-    exact_elements += g.parameter_type(p.index).numel();
-    padded_elements += prog->graph->parameter_type(p.index >= ports.v_index && ports.v_index >= 0 ? p.index + 1
-                                                                                                  : p.index).numel();
-    out.push_back(std::move(pad));
+  if (!ports.inputs.empty()) {
+    // One program pads every padded input.
+    std::vector<ops::bucket::Port> at;
+    std::vector<ir::DType> dtypes;
+    std::vector<double> fills;
+    auto pad = helper();
+    for (const ops::bucket::Port& p0 : ports.inputs) {
+      const ops::bucket::Port p = at_size(p0, v);
+      const ir::DType dt = g.parameter_type(p0.index).dtype;
+      const int j = ports.v_index >= 0 && p0.index >= ports.v_index ? p0.index + 1 : p0.index;
+      exact_elements += g.parameter_type(p0.index).numel();
+      padded_elements += prog.graph->parameter_type(j).numel();
+      // Padded alike by an earlier bucketed program: read as it is.
+      const SlotPtr& in = task->args[p0.index].slot;
+      std::shared_ptr<const Slot::Twin> twin = in ? in->twin() : nullptr;
+      if (twin && twin->layout == layout_of(p, dt)) {
+        args[p0.index] = Task::Arg{twin->padded, nullptr};
+        continue;
+      }
+      // An upload whose bytes are at hand: padded on the host, no program.
+      std::shared_ptr<const Slot::HostCopy> host = in ? in->host() : nullptr;
+      if (host && host->nbytes == g.parameter_type(p0.index).numel() * ir::byte_size(dt)) {
+        std::shared_ptr<std::vector<char>> bytes = pad_on_host(p, dt, host->data, fill_for(dt, poison_));
+        auto up = std::make_shared<Slot>();
+        const void* at_bytes = bytes->data();
+        rt.upload_async(at_bytes, bytes, dt, p.padded, task->device, up,
+                        task->sites.empty() ? OpSite{} : task->sites.front());
+        in->set_twin(std::make_shared<const Slot::Twin>(Slot::Twin{up, layout_of(p, dt)}));
+        args[p0.index] = Task::Arg{up, nullptr};
+        continue;
+      }
+      at.push_back(p);
+      dtypes.push_back(dt);
+      fills.push_back(fill_for(dt, poison_));
+      pad->args.push_back(task->args[p0.index]);
+      pad->outputs.push_back(std::make_shared<Slot>());
+      args[p0.index] = Task::Arg{pad->outputs.back(), nullptr};
+    }
+    if (!at.empty()) {
+      pad->graph = std::make_shared<const ir::Graph>(ops::bucket::pad_inputs(at, dtypes, fills));
+      out.push_back(std::move(pad));
+    }
   }
   auto run = std::make_unique<Task>();
   run->device = task->device;
   run->sites = task->sites;
-  run->graph = prog->graph;
-  run->bucket = prog->bucket;
+  run->graph = prog.graph;
+  run->bucket = prog.bucket;
   for (int j = 0; j < nparams; ++j) {
     if (j == ports.v_index) {
       run->args.push_back({nullptr, rt.scalar_buffer(ir::DType::kS64, HostScalar::of_int(v), task->device)});
@@ -202,25 +332,42 @@ std::vector<std::unique_ptr<Task>> Buckets::apply(std::unique_ptr<Task> task) {
     }
   }
   run->outputs = task->outputs;
-  std::vector<std::unique_ptr<Task>> unpads;
-  for (const ops::bucket::Port& p0 : ports.outputs) {
-    ops::bucket::Port p = at_size(p0, v);
-    const ir::DType dt = g.type(g.outputs[p.index]).dtype;
-    auto unpad = std::make_unique<Task>();
-    unpad->device = task->device;
-    unpad->helper = true;
-    unpad->sites = task->sites;
-    unpad->graph = std::make_shared<const ir::Graph>(ops::bucket::unpad_output(p, dt));
-    auto mid = std::make_shared<Slot>();
-    unpad->args = {Task::Arg{mid, nullptr}};
-    unpad->outputs = {task->outputs[p.index]};
-    run->outputs[p.index] = mid;
-    exact_elements += g.type(g.outputs[p.index]).numel();
-    padded_elements += prog->graph->type(prog->graph->outputs[p.index]).numel();
-    unpads.push_back(std::move(unpad));
+  std::unique_ptr<Task> unpad;
+  if (!ports.outputs.empty()) {
+    // One program cuts every padded output back.
+    std::vector<ops::bucket::Port> at;
+    std::vector<ir::DType> dtypes;
+    unpad = helper();
+    for (const ops::bucket::Port& p0 : ports.outputs) {
+      at.push_back(at_size(p0, v));
+      dtypes.push_back(g.type(g.outputs[p0.index]).dtype);
+      auto mid = std::make_shared<Slot>();
+      task->outputs[p0.index]->set_twin(std::make_shared<const Slot::Twin>(Slot::Twin{mid, layout_of(at.back(), dtypes.back())}));
+      unpad->args.push_back(Task::Arg{mid, nullptr});
+      unpad->outputs.push_back(task->outputs[p0.index]);
+      run->outputs[p0.index] = mid;
+      exact_elements += g.type(g.outputs[p0.index]).numel();
+      padded_elements += prog.graph->type(prog.graph->outputs[p0.index]).numel();
+    }
+    unpad->graph = std::make_shared<const ir::Graph>(ops::bucket::unpad_outputs(at, dtypes));
   }
   out.push_back(std::move(run));
-  for (auto& u : unpads) out.push_back(std::move(u));
+  if (unpad) {
+    // Cut back only when something reads an exact value. The slots it
+    // fills hold it, so it holds them weakly; a dead one gets a stand-in.
+    std::vector<SlotPtr> fills = std::move(unpad->outputs);
+    std::vector<std::weak_ptr<Slot>> weak(fills.begin(), fills.end());
+    std::shared_ptr<Task> cut(std::move(unpad));
+    auto deferred = std::make_shared<Slot::Deferred>([cut, weak] {
+      auto t = std::make_unique<Task>(std::move(*cut));
+      for (const std::weak_ptr<Slot>& w : weak) {
+        SlotPtr o = w.lock();
+        t->outputs.push_back(o ? o : std::make_shared<Slot>());
+      }
+      Runtime::get().submit(std::move(t));
+    });
+    for (const SlotPtr& o : fills) o->defer(deferred);
+  }
   std::lock_guard<std::mutex> lock(mu_);
   ++stats_.programs;
   stats_.exact_elements += exact_elements;

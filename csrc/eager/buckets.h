@@ -28,6 +28,24 @@ class Buckets {
   // The tasks that compute what `task` computes, in submission order.
   std::vector<std::unique_ptr<Task>> apply(std::unique_ptr<Task> task);
 
+  struct Program {  // one bucket's program of one plan (opaque to callers)
+    std::shared_ptr<const ir::Graph> graph;
+    int64_t bucket = 0;
+    ops::bucket::Padded ports;  // its graph moved out
+  };
+  // A graph's bucket program (compiled) and the graph's true v.
+  struct Bucketed {
+    std::shared_ptr<const Program> program;
+    int64_t v = 0;
+  };
+  // The bucket program for `g` (attributed to `site` when it compiles), or
+  // nullopt: run `g` as it is.
+  std::optional<Bucketed> choose(const ir::Graph& g, const OpSite* site);
+  // The tasks that compute what `task` (a run of the graph `b` was chosen
+  // for) computes: one pad program for its padded inputs, the bucket's
+  // program, one unpad program for its padded outputs.
+  std::vector<std::unique_ptr<Task>> expand(std::unique_ptr<Task> task, const Bucketed& b);
+
   // Empty: no bucketing; {0}: powers of two from 16; else the sizes, ascending.
   void set_sizes(std::vector<int64_t> sizes);
   // Fills the padding with NaN (floats) or large values (integers) instead
@@ -46,13 +64,9 @@ class Buckets {
   void reset_stats();
 
  private:
-  struct Program {  // one bucket's program of one plan
-    std::shared_ptr<const ir::Graph> graph;
-    int64_t bucket = 0;
-    ops::bucket::Padded ports;  // its graph moved out
-  };
   struct State {
     ops::bucket::Sizes last;
+    std::optional<ops::bucket::Sizes> before;  // the sizes seen before `last`
     std::optional<ops::bucket::Plan> plan;
     std::string refused;  // why the plan's graphs do not bucket
     std::map<int64_t, std::shared_ptr<Program>> programs;  // by bucket

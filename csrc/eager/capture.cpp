@@ -210,7 +210,12 @@ std::shared_ptr<Program> Capture::finish(const std::vector<StorageValue*>& input
   metrics().captured_programs.fetch_add(1, std::memory_order_relaxed);
   lock.unlock();
   bool hit = false;
-  if (!group_) prog->exe_ = rt.executable_for(*prog->graph_, &hit, prog->sites_.empty() ? nullptr : &prog->sites_.front());
+  if (!group_) {
+    const OpSite* site = prog->sites_.empty() ? nullptr : &prog->sites_.front();
+    prog->exe_ = rt.cache().find(ir::graph_key(*prog->graph_, rt.salt()));
+    if (!prog->exe_) prog->bucketed_ = buckets().choose(*prog->graph_, site);
+    if (!prog->exe_ && !prog->bucketed_) prog->exe_ = rt.executable_for(*prog->graph_, &hit, site);
+  }
 
   // This call's values: every storage the graph wrote takes its output.
   std::unique_lock<std::recursive_mutex> relock(rt.device_lock(device_));
@@ -268,6 +273,10 @@ std::vector<SlotPtr> Program::run(const std::vector<StorageValue*>& inputs, uint
   *ran = true;
   if (group_) {
     *grouped = std::move(t);
+    return out;
+  }
+  if (bucketed_) {
+    for (std::unique_ptr<Task>& part : buckets().expand(std::move(t), *bucketed_)) rt.submit(std::move(part));
     return out;
   }
   rt.submit(std::move(t));

@@ -10,7 +10,9 @@
 //
 // Program::run is the hot path of a compiled call: it hands the inputs'
 // current values to one execution and returns the output slots. No op
-// dispatch, no graph building, no graph hashing.
+// dispatch, no graph building, no graph hashing. A graph captured again at
+// other sizes (a dynamic graph's new signature) runs as its bucket's program
+// when it buckets (DESIGN decision 17), so one program serves the bucket.
 //
 // A sync point inside a capture (a host read of a value it computes, a
 // kernel that needs a device value on the host) abandons it: what it
@@ -24,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "eager/buckets.h"
 #include "eager/fused_graph.h"
 #include "eager/replica_group.h"
 
@@ -72,7 +75,10 @@ class Program {
   friend class Capture;
   std::shared_ptr<const ir::Graph> graph_;
   ir::GraphKey key_;
-  pjrt::ExecutablePtr exe_;  // null for a grouped program (the group compiles it)
+  pjrt::ExecutablePtr exe_;  // null for a grouped or bucketed program
+  // Runs as its bucket's program, between a pad and an unpad program
+  // (buckets.h): the graph was captured before at other sizes.
+  std::optional<Buckets::Bucketed> bucketed_;
   std::shared_ptr<ReplicaGroup> group_;
   int group_rank_ = -1;
   std::string collectives_;

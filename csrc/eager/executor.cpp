@@ -139,53 +139,6 @@ std::shared_ptr<pjrt::Event> Run::done_event() {
   return done_;
 }
 
-SlotPtr Slot::ready(pjrt::BufferPtr b) {
-  auto s = std::make_shared<Slot>();
-  s->buf_ = std::move(b);
-  s->done_.store(true, std::memory_order_release);
-  return s;
-}
-
-void Slot::fill(pjrt::BufferPtr b, RunPtr run) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    buf_ = std::move(b);
-    run_ = std::move(run);
-    done_.store(true, std::memory_order_release);
-  }
-  cv_.notify_all();
-}
-
-void Slot::fail(std::shared_ptr<const DeviceError> e) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    err_ = std::move(e);
-    done_.store(true, std::memory_order_release);
-  }
-  cv_.notify_all();
-}
-
-pjrt::BufferPtr Slot::get() {
-  if (!done()) {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return done(); });
-  }
-  if (err_) throw err_->described();
-  return buf_;
-}
-
-void Slot::wait() {
-  if (done()) return;
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return done(); });
-}
-
-std::shared_ptr<const DeviceError> Slot::error() const {
-  if (err_) return err_;
-  if (run_ && run_->settled()) return run_->error();
-  return nullptr;
-}
-
 int DeviceError::status_code(int code, const std::string& what) {
   if (code == 8) return code;
   for (const char* sign : {"Out of memory", "out of memory", "RESOURCE_EXHAUSTED"})

@@ -321,6 +321,8 @@ pjrt::BufferPtr Runtime::wait_value(const SlotPtr& slot) {
 }
 
 void Runtime::submit(std::unique_ptr<Task> t) {
+  for (const Task::Arg& a : t->args)
+    if (a.slot) a.slot->start_deferred();  // queued first, so this task finds it filled
   if (!groups_[t->device]->take(t)) queue(std::move(t));
 }
 

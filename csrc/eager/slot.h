@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -158,11 +159,54 @@ class Slot {
   // Drops the buffer once it was donated to a program.
   void release() { buf_.reset(); }
 
+  // A bucketed program's output (buckets.h) keeps its padded value beside
+  // the exact one, so a later bucketed program that reads it padded alike
+  // skips the pad. `layout` names the padded layout (and the true size).
+  struct Twin {
+    std::shared_ptr<Slot> padded;
+    uint64_t layout = 0;
+  };
+  void set_twin(std::shared_ptr<const Twin> t);
+  std::shared_ptr<const Twin> twin();
+
+  // A small upload keeps its host bytes (a private copy), so a bucketed
+  // program pads it on the host instead of compiling a pad program per size.
+  struct HostCopy {
+    std::shared_ptr<void> keep;
+    const void* data = nullptr;
+    int64_t nbytes = 0;
+  };
+  void set_host(std::shared_ptr<const HostCopy> h);
+  std::shared_ptr<const HostCopy> host();
+
+  // Work that fills the slot only once something reads it (a bucketed
+  // program's output cut back to its exact size: a value that only later
+  // bucketed programs read, through its twin, is never cut back). Shared by
+  // the slots one such program fills; the first start() queues it.
+  class Deferred {
+   public:
+    explicit Deferred(std::function<void()> start) : start_(std::move(start)) {}
+    void start();
+
+   private:
+    std::mutex mu_;
+    std::function<void()> start_;
+  };
+  void defer(std::shared_ptr<Deferred> d);
+  // Queues the deferred work, if any. Every path that hands a task to the
+  // device calls it for the task's arguments (Runtime::submit), and
+  // get()/wait() call it, so no reader waits for work never queued.
+  void start_deferred();
+
  private:
   std::atomic<bool> done_{false};
   std::mutex mu_;
   std::condition_variable cv_;
   pjrt::BufferPtr buf_;
+  std::shared_ptr<const Twin> twin_;
+  std::shared_ptr<const HostCopy> host_;
+  std::shared_ptr<Deferred> deferred_;
+  std::atomic<bool> has_deferred_{false};
   RunPtr run_;
   std::shared_ptr<const DeviceError> err_;
 };

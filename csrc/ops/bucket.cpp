@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
 
 #include "ir/graph_key.h"
 #include "ops/bucket_rewrite.h"
@@ -48,46 +49,80 @@ Sizes sizes_of(const ir::Graph& g) {
   return s;
 }
 
-std::optional<Plan> Plan::fit(const Sizes& a, const Sizes& b) {
-  if (a.skeleton != b.skeleton || a.dims.size() != b.dims.size() || a.attrs.size() != b.attrs.size() ||
-      a.fixed != b.fixed)
-    return std::nullopt;
+std::optional<Plan> Plan::fit(const Sizes& a, const Sizes& b) { return fit(a, a, b); }
+
+std::optional<Plan> Plan::fit(const Sizes& z, const Sizes& a, const Sizes& b) {
+  for (const Sizes* x : {&z, &a})
+    if (x->skeleton != b.skeleton || x->dims.size() != b.dims.size() || x->attrs.size() != b.attrs.size() ||
+        x->fixed != b.fixed || x->constants.size() != b.constants.size())
+      return std::nullopt;
   Plan p;
   p.skeleton = a.skeleton;
   p.fixed = a.fixed;
-  bool found = false;
+  // v is the most frequent of the finest-varying sizes (then the smallest):
+  // of n, n + 1 and n - 1 (a padded and a shifted copy of a sequence), n; so
+  // every graph over the same data measures v alike, and pads it alike.
+  int64_t finest = 0;
   for (size_t i = 0; i < a.dims.size(); ++i) {
     const int64_t d = std::abs(b.dims[i] - a.dims[i]);
-    if (d == 0) continue;
-    const int64_t best = std::abs(b.dims[p.ref] - a.dims[p.ref]);
-    if (!found || d < best) p.ref = i;  // the first of the finest-varying sizes
-    found = true;
+    if (d != 0 && (finest == 0 || d < finest)) finest = d;
   }
-  if (!found) return std::nullopt;
-  const int64_t dv = b.dims[p.ref] - a.dims[p.ref];
-  auto affine = [&](int64_t x, int64_t y, Affine* out) {
-    if ((y - x) % dv != 0) return false;
-    out->a = (y - x) / dv;
-    out->b = y - out->a * b.dims[p.ref];
+  if (finest == 0) return std::nullopt;
+  std::map<int64_t, std::pair<int64_t, size_t>> seen;  // size -> (count, first dim)
+  for (size_t i = 0; i < a.dims.size(); ++i)
+    if (std::abs(b.dims[i] - a.dims[i]) == finest) {
+      auto it = seen.emplace(b.dims[i], std::make_pair(int64_t{0}, i)).first;
+      ++it->second.first;
+    }
+  int64_t most = 0;
+  for (const auto& [size, cf] : seen)
+    if (cf.first > most) {
+      most = cf.first;
+      p.ref = cf.second;
+    }
+  const int64_t va = a.dims[p.ref], vb = b.dims[p.ref], vz = z.dims[p.ref];
+  const bool three = vz != va && vz != vb;
+  if (!three && &z != &a) return std::nullopt;  // the first observation tells nothing new
+  // Through (va, x) and (vb, y), and with three observations through (vz, w)
+  // too: quadratic where a line misses it.
+  auto fit_size = [&](int64_t w, int64_t x, int64_t y, Affine* out) {
+    const int64_t dv = vb - va;
+    if ((y - x) % dv == 0) {
+      *out = Affine{(y - x) / dv, y - (y - x) / dv * vb, 0};
+      if (!three || out->at(vz) == w) return true;
+    }
+    if (!three) return false;
+    // Divided differences: q = ([va,vb] - [vz,va]) / (vb - vz).
+    const int64_t d1n = x - w, d1d = va - vz, d2n = y - x, d2d = vb - va;
+    if (d1n % d1d != 0 || d2n % d2d != 0) return false;
+    const int64_t s1 = d1n / d1d, s2 = d2n / d2d;
+    if ((s2 - s1) % (vb - vz) != 0) return false;
+    Affine f;
+    f.q = (s2 - s1) / (vb - vz);
+    f.a = s2 - f.q * (va + vb);
+    f.b = y - (f.q * vb + f.a) * vb;
+    if (f.at(vz) != w || f.at(va) != x || f.at(vb) != y) return false;
+    *out = f;
     return true;
   };
   p.dims.resize(a.dims.size());
   p.attrs.resize(a.attrs.size());
   for (size_t i = 0; i < a.dims.size(); ++i)
-    if (!affine(a.dims[i], b.dims[i], &p.dims[i]) || p.dims[i].a < 0) return std::nullopt;
+    if (!fit_size(z.dims[i], a.dims[i], b.dims[i], &p.dims[i]) || p.dims[i].a < 0 || p.dims[i].q < 0)
+      return std::nullopt;
   for (size_t i = 0; i < a.attrs.size(); ++i)
-    if (!affine(a.attrs[i], b.attrs[i], &p.attrs[i])) return std::nullopt;
-  if (a.constants.size() != b.constants.size()) return std::nullopt;
+    if (!fit_size(z.attrs[i], a.attrs[i], b.attrs[i], &p.attrs[i])) return std::nullopt;
   p.values = b.constants;
   for (size_t i = 0; i < a.constants.size(); ++i) {
-    const double x = a.constants[i], y = b.constants[i];
-    if (std::memcmp(&x, &y, sizeof(x)) == 0) {
+    const double w = z.constants[i], x = a.constants[i], y = b.constants[i];
+    if (std::memcmp(&x, &y, sizeof(x)) == 0 && std::memcmp(&w, &y, sizeof(w)) == 0) {
       p.constants.emplace_back();
       continue;
     }
     Affine c;
-    const bool integral = std::abs(x) < 1e15 && std::abs(y) < 1e15 && x == std::trunc(x) && y == std::trunc(y);
-    if (!integral || !affine(static_cast<int64_t>(x), static_cast<int64_t>(y), &c) || !c.varies())
+    auto integral = [](double t) { return std::abs(t) < 1e15 && t == std::trunc(t); };
+    if (!integral(w) || !integral(x) || !integral(y) ||
+        !fit_size(static_cast<int64_t>(w), static_cast<int64_t>(x), static_cast<int64_t>(y), &c) || !c.varies())
       return std::nullopt;
     p.constants.push_back(c);
   }
@@ -114,36 +149,43 @@ std::optional<Padded> pad(const ir::Graph& g, const Plan& plan, int64_t v, int64
   return Rewriter(g, plan, v, bucket_v).run(why);
 }
 
-ir::Graph pad_input(const Port& p, ir::DType dtype, double fill) {
+ir::Graph pad_inputs(const std::vector<Port>& ports, const std::vector<ir::DType>& dtypes,
+                     const std::vector<double>& fills) {
   ir::Graph g;
   Builder b(g);
-  Value x = g.parameter(Type{dtype, p.exact});
-  Dims exact, low, high;
-  for (const auto& dim : p.factors)
-    for (const Factor& f : dim) {
-      exact.push_back(f.exact);
-      low.push_back(0);
-      high.push_back(f.padded - f.exact);
-    }
-  x = b.reshape(x, exact);
-  x = b.pad(x, b.constant(dtype, fill), low, high);
-  g.outputs = {b.reshape(x, p.padded)};
+  for (size_t i = 0; i < ports.size(); ++i) {
+    const Port& p = ports[i];
+    Value x = g.parameter(Type{dtypes[i], p.exact});
+    Dims exact, low, high;
+    for (const auto& dim : p.factors)
+      for (const Factor& f : dim) {
+        exact.push_back(f.exact);
+        low.push_back(0);
+        high.push_back(f.padded - f.exact);
+      }
+    x = b.reshape(x, exact);
+    x = b.pad(x, b.constant(dtypes[i], fills[i]), low, high);
+    g.outputs.push_back(b.reshape(x, p.padded));
+  }
   return g;
 }
 
-ir::Graph unpad_output(const Port& p, ir::DType dtype) {
+ir::Graph unpad_outputs(const std::vector<Port>& ports, const std::vector<ir::DType>& dtypes) {
   ir::Graph g;
   Builder b(g);
-  Value x = g.parameter(Type{dtype, p.padded});
-  Dims padded, exact;
-  for (const auto& dim : p.factors)
-    for (const Factor& f : dim) {
-      padded.push_back(f.padded);
-      exact.push_back(f.exact);
-    }
-  x = b.reshape(x, padded);
-  x = b.slice(x, Dims(padded.size(), 0), exact);
-  g.outputs = {b.reshape(x, p.exact)};
+  for (size_t i = 0; i < ports.size(); ++i) {
+    const Port& p = ports[i];
+    Value x = g.parameter(Type{dtypes[i], p.padded});
+    Dims padded, exact;
+    for (const auto& dim : p.factors)
+      for (const Factor& f : dim) {
+        padded.push_back(f.padded);
+        exact.push_back(f.exact);
+      }
+    x = b.reshape(x, padded);
+    x = b.slice(x, Dims(padded.size(), 0), exact);
+    g.outputs.push_back(b.reshape(x, p.exact));
+  }
   return g;
 }
 

@@ -13,8 +13,8 @@
 // Layout: a padded dim is a list of factors, outermost first (a dim made by
 // merging dims, as a reshape of [4, n, 64] to [4n, 64] does); each varying
 // factor holds its real elements at indices below its true size. Parameters
-// and outputs cross the program boundary through small programs (pad_input,
-// unpad_output) that convert between the exact flat storage value and the
+// and outputs cross the program boundary through small programs (pad_inputs,
+// unpad_outputs) that convert between the exact flat storage value and the
 // padded one. Torch-free.
 #pragma once
 
@@ -37,10 +37,12 @@ struct Sizes {
 };
 Sizes sizes_of(const ir::Graph& g);
 
+// a*v + b, or q*v*v + a*v + b: the element count of a flat storage holding
+// an [n, n] matrix (attention weights saved for the backward) grows as v^2.
 struct Affine {
-  int64_t a = 0, b = 0;
-  int64_t at(int64_t v) const { return a * v + b; }
-  bool varies() const { return a != 0; }
+  int64_t a = 0, b = 0, q = 0;
+  int64_t at(int64_t v) const { return (q * v + a) * v + b; }
+  bool varies() const { return a != 0 || q != 0; }
 };
 
 struct Plan {
@@ -55,6 +57,8 @@ struct Plan {
   // From two observations of one skeleton; nullopt when nothing varies or
   // the differences are not affine in one size.
   static std::optional<Plan> fit(const Sizes& first, const Sizes& second);
+  // From three: each size affine or quadratic in v (integer coefficients).
+  static std::optional<Plan> fit(const Sizes& first, const Sizes& second, const Sizes& third);
   // v for a graph with these sizes when it follows the plan exactly, else -1.
   int64_t v_of(const Sizes& s) const;
 };
@@ -84,9 +88,10 @@ struct Padded {
 // `bucket_v` >= v); nullopt with the reason in `why` when an op has no rule.
 std::optional<Padded> pad(const ir::Graph& g, const Plan& plan, int64_t v, int64_t bucket_v, std::string* why);
 
-// Programs converting one port: exact flat value -> padded flat value
-// (padding filled with `fill`), and back.
-ir::Graph pad_input(const Port& p, ir::DType dtype, double fill);
-ir::Graph unpad_output(const Port& p, ir::DType dtype);
+// Programs converting ports, one parameter and output each, in order: exact
+// flat values -> padded flat values (padding filled with `fills`), and back.
+ir::Graph pad_inputs(const std::vector<Port>& ports, const std::vector<ir::DType>& dtypes,
+                     const std::vector<double>& fills);
+ir::Graph unpad_outputs(const std::vector<Port>& ports, const std::vector<ir::DType>& dtypes);
 
 }  // namespace torchtpu::ops::bucket

@@ -39,13 +39,20 @@ bool same(const std::vector<Factor>& a0, const std::vector<Factor>& b0) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i)
     if (a[i].exact != b[i].exact || a[i].padded != b[i].padded || a[i].size.a != b[i].size.a ||
-        a[i].size.b != b[i].size.b)
+        a[i].size.b != b[i].size.b || a[i].size.q != b[i].size.q)
       return false;
   return true;
 }
 std::vector<Factor> plain(Affine size, int64_t v, int64_t bv) {
   if (!size.varies()) return {Factor{size.b, size.b, size}};
-  if (size.a > 1 && size.b == 0) return {Factor{size.a, size.a, Affine{0, size.a}}, Factor{v, bv, Affine{1, 0}}};
+  if (size.q > 0 && size.a == 0 && size.b == 0) {  // q*v*v: the factors [q, v, v]
+    const Factor n{v, bv, Affine{1, 0}};
+    return {Factor{size.q, size.q, Affine{0, size.q}}, n, n};
+  }
+  if (size.q == 0 && size.a > 1 && size.b % size.a == 0) {  // a*(v + c): the factors [a, v + c]
+    const Affine inner{1, size.b / size.a};
+    return {Factor{size.a, size.a, Affine{0, size.a}}, Factor{inner.at(v), inner.at(bv), inner}};
+  }
   return {Factor{size.at(v), size.at(bv), size}};
 }
 std::vector<Factor> prefix(Affine size, int64_t v, int64_t bv) {
@@ -59,6 +66,7 @@ Value Rewriter::true_size(Affine s) {
     out_.v_index = out_.graph.num_parameters() - 1;
   }
   Value t = b_.mul(vparam_, b_.constant(DType::kS64, static_cast<double>(s.a)));
+  if (s.q) t = b_.add(t, b_.mul(b_.mul(vparam_, vparam_), b_.constant(DType::kS64, static_cast<double>(s.q))));
   return s.b ? b_.add(t, b_.constant(DType::kS64, static_cast<double>(s.b))) : t;
 }
 

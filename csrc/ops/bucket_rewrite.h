@@ -22,8 +22,9 @@ int64_t padded_size(const std::vector<Factor>& dim);
 // alike have equal canonical forms.
 std::vector<Factor> canonical(const std::vector<Factor>& dim);
 bool same(const std::vector<Factor>& a, const std::vector<Factor>& b);
-// A fixed dim, or a varying one: k*v as the factors [k, v] (so it splits
-// and merges with the dims it came from), else a single factor.
+// A fixed dim, or a varying one: k*(v + c) as the factors [k, v + c] and
+// k*v*v as [k, v, v] (so it splits and merges with the dims it came from),
+// else a single factor.
 std::vector<Factor> plain(Affine size, int64_t v, int64_t bv);
 // An iota's own dim counts its padded elements too: a single factor.
 std::vector<Factor> prefix(Affine size, int64_t v, int64_t bv);

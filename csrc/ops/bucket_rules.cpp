@@ -52,7 +52,19 @@ const std::set<std::string>& elementwise() {
   return ops;
 }
 
-// Rewrites one graph; fails with a reason.
+// "4x(n:16->32)": a dim's factors, a varying one as its exact and padded size.
+std::string text_of(const std::vector<Factor>& dim) {
+  std::string s;
+  for (const Factor& f : dim) {
+    if (!s.empty()) s += "x";
+    s += f.size.varies() ? "(" + std::to_string(f.exact) + "->" + std::to_string(f.padded) + ")"
+                         : std::to_string(f.exact);
+  }
+  return s.empty() ? "1" : s;
+}
+std::string differently(const std::vector<Factor>& a, const std::vector<Factor>& b) {
+  return "operands padded differently (" + text_of(a) + " and " + text_of(b) + ")";
+}
 
 }  // namespace
 
@@ -71,6 +83,7 @@ void Rewriter::node(int32_t i, size_t& pos, size_t& apos) {
     for (size_t k = 0; k < a.ints.size(); ++k) {
       attr_aff.back().push_back(plan_.attrs[apos++]);
       attrs_vary |= attr_aff.back().back().varies();
+      if (attr_aff.back().back().q != 0) refuse(n, "an attribute varies with the square of the size");
     }
   }
   std::vector<Info>& mine = info_[i];
@@ -132,13 +145,13 @@ void Rewriter::node(int32_t i, size_t& pos, size_t& apos) {
         if (xi.layout.size() != rank) refuse(n, "operand ranks differ");
         const bool u = d < xi.uniform.size() && xi.uniform[d];
         if (!chosen || (chosen_uniform && !u)) {
-          if (chosen && padded_size(*chosen) != padded_size(xi.layout[d])) refuse(n, "operands padded differently");
+          if (chosen && padded_size(*chosen) != padded_size(xi.layout[d])) refuse(n, differently(*chosen, xi.layout[d]));
           chosen = &xi.layout[d];
           chosen_uniform = u;
         } else if (!u && !same(xi.layout[d], *chosen)) {
-          refuse(n, "operands padded differently");
+          refuse(n, differently(*chosen, xi.layout[d]));
         } else if (padded_size(xi.layout[d]) != padded_size(*chosen)) {
-          refuse(n, "operands padded differently");
+          refuse(n, differently(*chosen, xi.layout[d]));
         }
         uniform[d] = uniform[d] && u;
       }

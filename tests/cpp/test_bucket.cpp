@@ -60,10 +60,15 @@ TEST(Bucket, PaddedProgramMasksReductionsAndTakesTheTrueSize) {
   EXPECT_EQ(padded->outputs[0].padded, ir::Dims({4 * 16 * 3}));
   EXPECT_EQ(padded->exact_elements, 2 * 4 * 7 * 3);
   // The pad and unpad programs move between the exact and padded layouts.
-  ir::Graph in = bucket::pad_input(padded->inputs[0], ir::DType::kF32, 0);
+  ir::Graph in = bucket::pad_inputs(padded->inputs, {ir::DType::kF32}, {0});
   EXPECT_EQ(in.type(in.outputs[0]).dims, ir::Dims({4 * 16 * 3}));
-  ir::Graph out = bucket::unpad_output(padded->outputs[0], ir::DType::kF32);
+  ir::Graph out = bucket::unpad_outputs(padded->outputs, {ir::DType::kF32});
   EXPECT_EQ(out.type(out.outputs[0]).dims, ir::Dims({4 * 7 * 3}));
+  // Several ports convert in one program each way.
+  ir::Graph both = bucket::unpad_outputs({padded->outputs[0], padded->inputs[0]}, {ir::DType::kF32, ir::DType::kBF16});
+  ASSERT_EQ(both.outputs.size(), 2u);
+  EXPECT_EQ(both.parameter_type(1).dtype, ir::DType::kBF16);
+  EXPECT_EQ(both.type(both.outputs[1]).dims, ir::Dims({4 * 7 * 3}));
 }
 
 TEST(Bucket, AnOpWithoutARuleIsRefused) {
@@ -79,4 +84,41 @@ TEST(Bucket, AnOpWithoutARuleIsRefused) {
   std::string why;
   EXPECT_FALSE(bucket::pad(make(6), *plan, 6, 16, &why).has_value());
   EXPECT_NE(why.find("stablehlo.sort"), std::string::npos) << why;
+}
+
+namespace {
+
+// A flat [h*n*n] parameter (attention weights saved for the backward) read
+// as [h, n, n], beside a length-n + 1 dim that must not become v.
+ir::Graph square(int64_t n) {
+  ir::Graph g;
+  torchtpu::ops::Builder b(g);
+  ir::Value p = g.parameter({ir::DType::kF32, {4 * n * n}});
+  ir::Value q = g.parameter({ir::DType::kF32, {n + 1}});
+  ir::Value w = b.reshape(p, {4, n, n});
+  g.outputs = {b.reduce_sum(w, {2}), b.reduce_sum(q, {0})};
+  return g;
+}
+
+}  // namespace
+
+TEST(Bucket, ThreeObservationsFitASizeThatGrowsAsTheSquare) {
+  const bucket::Sizes a = bucket::sizes_of(square(5)), b = bucket::sizes_of(square(7)),
+                      c = bucket::sizes_of(square(10));
+  // Two observations fit every size as a line, which the third misses.
+  auto line = bucket::Plan::fit(a, b);
+  ASSERT_TRUE(line.has_value());
+  EXPECT_EQ(line->v_of(c), -1);
+  auto plan = bucket::Plan::fit(a, b, c);
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_EQ(plan->v_of(bucket::sizes_of(square(13))), 13);  // v is n, more frequent than n + 1
+  EXPECT_EQ(plan->v_of(c), 10);
+  // Three observations where one repeats a size tell nothing more.
+  EXPECT_FALSE(bucket::Plan::fit(a, a, b).has_value() && bucket::Plan::fit(a, a, b)->v_of(c) == 10);
+  std::string why;
+  auto padded = bucket::pad(square(10), *plan, 10, 16, &why);
+  ASSERT_TRUE(padded.has_value()) << why;
+  ASSERT_EQ(padded->inputs.size(), 2u);
+  EXPECT_EQ(padded->inputs[0].padded, ir::Dims({4 * 16 * 16}));
+  EXPECT_EQ(padded->inputs[1].padded, ir::Dims({17}));
 }

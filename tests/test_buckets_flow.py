@@ -1,0 +1,87 @@
+"""Bucketed values flowing between programs: under torch.compile a graph
+captured again at a new size runs as its bucket's program; a bucketed
+program's padded output reaches the next bucketed program as it is (a
+forward's saved activations reach the backward without being cut back), and
+is cut back to its exact size only when something else reads it. The suite
+fills padding with NaN (conftest), so a padded element that reached a real
+one would show."""
+import pytest
+import torch
+
+import torchtpu
+
+
+def _compiled(where):
+    """The compilations since reset_metrics() of programs issued from function `where`: large
+    ones (a new program, shape or bucket), and a bucket's small pad and cut back programs."""
+    events = [e for e in torchtpu.debug.recompiles() if e["site"].endswith(" in " + where)]
+    helpers = torchtpu.debug.metrics()["compilations_by_cause"]["bucket_padding"]
+    return len([e for e in events if e["cause"] != "bucket_padding"]), helpers
+
+
+def attention_loss(q, k, v):
+    """Attention whose weights ([n, n], growing as the square of n) are saved for the backward."""
+    w = (q @ k.transpose(-1, -2) / 8).softmax(-1)
+    return (w @ v).tanh().sum() + w.amax(-1).mean()
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_compiled_forward_and_backward_compile_per_bucket(mode):
+    torch._dynamo.reset()
+    fn = torch.compile(attention_loss, backend="tpu")
+    torch.manual_seed(0)
+    big, helpers = {}, {}
+    with torchtpu.eager_mode(mode):
+        for n in (20, 24, 28, 31, 17, 40, 63, 64, 48, 33):
+            cpu = [torch.randn(2, 3, n, 8, requires_grad=True) for _ in range(3)]
+            dev = [t.detach().to("tpu").requires_grad_() for t in cpu]
+            torchtpu.synchronize()
+            torchtpu.debug.reset_metrics()
+            got = fn(*dev)
+            got.backward()
+            torchtpu.synchronize()
+            big[n], helpers[n] = _compiled("attention_loss")
+            grads = [t.grad.cpu() for t in dev]
+            want = attention_loss(*cpu)
+            want.backward()
+            torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-5)
+            for g, t in zip(grads, cpu):
+                torch.testing.assert_close(g, t.grad, rtol=1e-5, atol=1e-5)
+        stats = torchtpu.debug.metrics()["buckets"]
+    # Three sizes tell the [n, n] weights' size from a line; from then on one program per bucket.
+    assert big[31] == big[17] == 0 and big[63] == big[64] == big[48] == big[33] == 0, (big, stats)
+    # A new size compiles only the pad of the inputs and the cut back of the gradients: the saved
+    # activations pass from the forward to the backward padded.
+    assert helpers[31] <= 2 and helpers[48] <= 2, helpers
+
+
+def test_values_pass_padded_between_programs_and_are_cut_back_when_read():
+    torch.manual_seed(0)
+    with torchtpu.eager_mode("fused"):
+        torchtpu.debug.reset_metrics()
+        for n in (20, 24, 28, 17, 30, 26):
+            x = torch.randn(3, n, 4)
+            xd = x.to("tpu")
+            y, yd = torch.tanh(x).cumsum(1) * 2, torch.tanh(xd).cumsum(1) * 2
+            torchtpu.synchronize()  # y's program ends here: y stays padded
+            z, zd = (y * y).softmax(1).sum(1), (yd * yd).softmax(1).sum(1)
+            yd.mul_(3)  # an update of the padded value, in its own program
+            y.mul_(3)
+            torchtpu.synchronize()
+            torch.testing.assert_close(zd.cpu(), z)
+            torch.testing.assert_close(yd.cpu(), y)  # cut back on this read
+            torch.testing.assert_close(yd[:, -1].cpu(), y[:, -1])
+        stats = torchtpu.debug.metrics()["buckets"]
+    assert stats["programs"] >= 6, stats
+
+
+def test_a_padded_value_read_by_an_exact_program():
+    """A value a bucketed program left padded, read by a program that does not bucket (a sort
+    along the varying dim): it is cut back first."""
+    torch.manual_seed(0)
+    with torchtpu.eager_mode("fused"):
+        for n in (20, 24, 28, 30):
+            x = torch.randn(2, n)
+            yd = (x.to("tpu") * 2).exp()
+            torchtpu.synchronize()
+            torch.testing.assert_close(torch.sort(yd, dim=1).values.cpu(), torch.sort((x * 2).exp(), dim=1).values)
