@@ -85,3 +85,33 @@ def test_a_padded_value_read_by_an_exact_program():
             yd = (x.to("tpu") * 2).exp()
             torchtpu.synchronize()
             torch.testing.assert_close(torch.sort(yd, dim=1).values.cpu(), torch.sort((x * 2).exp(), dim=1).values)
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_warmup_compiles_every_bucket_before_use(compiled):
+    torch.manual_seed(0)
+    if compiled:
+        torch._dynamo.reset()
+    w = torch.randn(8, 8)
+    wd = w.to("tpu")
+
+    def forward(x, w):
+        h = torch.tanh(x @ w)
+        return (h @ h.transpose(1, 2)).softmax(-1).sum(1), h.mean(1)
+
+    fn = torch.compile(forward, backend="tpu") if compiled else forward
+    with torchtpu.eager_mode("fused"), torch.no_grad():
+        assert torchtpu.bucket_sizes(64) == [16, 32, 64]
+        sizes = torchtpu.warmup(fn, lambda n: (torch.randn(2, n, 8).to("tpu"), wd), max_size=64)
+        assert set(sizes) >= {16, 32, 64}
+        torchtpu.synchronize()
+        torchtpu.debug.reset_metrics()
+        for n in (2, 5, 17, 33, 48, 64, 23, 15):
+            x = torch.randn(2, n, 8)
+            for g, r in zip(fn(x.to("tpu"), wd), forward(x, w)):
+                torch.testing.assert_close(g.cpu(), r, rtol=1e-5, atol=1e-5)
+        big, _ = _compiled("forward")
+    assert big == 0, torchtpu.debug.recompiles()
+    with pytest.raises(ValueError, match="max_size"):
+        torchtpu.warmup(fn, lambda n: (), max_size=1, min_size=4)
+

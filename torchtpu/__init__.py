@@ -120,6 +120,8 @@ def __getattr__(name):
     raise AttributeError(f"module 'torchtpu' has no attribute {name!r}")
 
 
+from .warmup import bucket_sizes, warmup  # noqa: E402
+
 __all__ = ["get_device", "platform", "synchronize", "set_eager_mode", "get_eager_mode", "eager_mode",
-           "precision", "set_precision", "data",
+           "precision", "set_precision", "data", "warmup", "bucket_sizes",
            "debug", "env", "plugin", "dynamo", "export", "pallas", "jax_kernel"]

@@ -161,8 +161,9 @@ SETTINGS = {
         Setting("TORCHTPU_RECOMPILE_LIMIT", integer(1, 1 << 20), "8",
                 "Compilations for new shapes at one site before a warning names the varying size (once per site)."),
         Setting("TORCHTPU_BUCKETS", buckets(), "pow2",
-                "Fused Eager: sizes that vary between programs of the same ops are padded up to a bucket so one "
-                "program serves the bucket: pow2 (powers of two from 16), a comma-separated list of sizes, or off."),
+                "Fused Eager and torch.compile: sizes that vary between programs of the same ops are padded up "
+                "to a bucket so one program serves the bucket: pow2 (powers of two from 16), a comma-separated "
+                "list of sizes, or off."),
         Setting("TORCHTPU_CPU_FALLBACK", choice("warn", "error"), "warn",
                 "What an op with no tpu lowering does: warn (run it on the CPU, warn once per op) or error."),
         Setting("TORCHTPU_CACHE", boolean(), "1",

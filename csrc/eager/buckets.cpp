@@ -11,7 +11,7 @@ namespace torchtpu::eager {
 
 namespace {
 
-constexpr size_t kMaxStates = 256;  // skeletons remembered (each keeps its last graph's sizes)
+constexpr size_t kMaxStates = 1024;  // skeletons remembered (each keeps its last graph's sizes)
 // Past this many padded inputs and outputs, the copies the pad and unpad
 // programs make around each run cost more than the compilations bucketing
 // saves: the program runs exact.
@@ -34,6 +34,21 @@ ops::bucket::Port at_size(ops::bucket::Port p, int64_t v) {
 // Names where a port's elements lie in its padded flat value (the sequence
 // of its factors, fixed ones merged), and its dtype: a twin (slot.h) fits a
 // port of another program when the names are equal.
+// Elements per unit of the port's one varying factor (0 unless it has one).
+int64_t fixed_of(const ops::bucket::Port& p) {
+  int64_t fixed = 1, varying = 0;
+  for (const auto& dim : p.factors)
+    for (const ops::bucket::Factor& f : dim) {
+      if (f.exact != f.padded || f.size.varies()) {
+        ++varying;
+        if (f.size.a != 1 || f.size.b != 0 || f.size.q != 0) return 0;
+      } else {
+        fixed *= f.exact;
+      }
+    }
+  return varying == 1 ? fixed : 0;
+}
+
 uint64_t layout_of(const ops::bucket::Port& p, ir::DType dtype) {
   uint64_t h = 0x9E3779B97F4A7C15ULL ^ static_cast<uint64_t>(dtype);
   auto mix = [&](int64_t x) { h = (h ^ static_cast<uint64_t>(x)) * 0x100000001B3ULL + (h >> 29); };
@@ -143,7 +158,8 @@ void Buckets::reset_stats() {
   stats_ = Stats{};
 }
 
-std::shared_ptr<Buckets::Program> Buckets::program_for(const ir::Graph& g, int64_t* v_out, const OpSite* site) {
+std::shared_ptr<Buckets::Program> Buckets::program_for(const ir::Graph& g, int64_t* v_out, const OpSite* site,
+                                                      const std::vector<Task::Arg>& args) {
   if (sizes_.empty() || g.replicas != 1 || !g.collectives.empty()) return nullptr;
   ops::bucket::Sizes sizes = ops::bucket::sizes_of(g);
   std::shared_ptr<Program> prog;
@@ -178,6 +194,25 @@ std::shared_ptr<Buckets::Program> Buckets::program_for(const ir::Graph& g, int64
     if (sizes.dims != s.last.dims) {
       s.before = std::move(s.last);
       s.last = std::move(sizes);
+    }
+    if (v >= 0 && s.plan->unit == 1) {
+      // Inputs laid out by earlier bucketed programs tell the unit of v.
+      int64_t k = 1;
+      for (size_t i = 0; i < args.size(); ++i) {
+        std::shared_ptr<const Slot::Twin> twin = args[i].slot ? args[i].slot->twin() : nullptr;
+        const int64_t ki = twin && twin->fixed > 0 ? s.plan->unit_for(g, static_cast<int>(i), twin->fixed) : 1;
+        if (ki == 1) continue;
+        if (k != 1 && k != ki) {
+          k = 1;
+          break;
+        }
+        k = ki;
+      }
+      if (k > 1 && v % k == 0) {
+        s.plan = s.plan->scaled(k);
+        s.programs.clear();
+        v /= k;
+      }
     }
     std::optional<int64_t> bucket = v >= 0 ? bucket_of(v) : std::nullopt;
     if (v < 0 || !bucket || !s.refused.empty()) {
@@ -244,7 +279,7 @@ std::vector<std::unique_ptr<Task>> Buckets::apply(std::unique_ptr<Task> task) {
     out.push_back(std::move(task));
     return out;
   }
-  std::optional<Bucketed> b = choose(g, task->sites.empty() ? nullptr : &task->sites.front());
+  std::optional<Bucketed> b = choose(g, task->sites.empty() ? nullptr : &task->sites.front(), task->args);
   if (!b) {
     out.push_back(std::move(task));
     return out;
@@ -252,9 +287,10 @@ std::vector<std::unique_ptr<Task>> Buckets::apply(std::unique_ptr<Task> task) {
   return expand(std::move(task), *b);
 }
 
-std::optional<Buckets::Bucketed> Buckets::choose(const ir::Graph& g, const OpSite* site) {
+std::optional<Buckets::Bucketed> Buckets::choose(const ir::Graph& g, const OpSite* site,
+                                                 const std::vector<Task::Arg>& args) {
   Bucketed b;
-  b.program = program_for(g, &b.v, site);
+  b.program = program_for(g, &b.v, site, args);
   if (!b.program) return std::nullopt;
   return b;
 }
@@ -303,7 +339,7 @@ std::vector<std::unique_ptr<Task>> Buckets::expand(std::unique_ptr<Task> task, c
         const void* at_bytes = bytes->data();
         rt.upload_async(at_bytes, bytes, dt, p.padded, task->device, up,
                         task->sites.empty() ? OpSite{} : task->sites.front());
-        in->set_twin(std::make_shared<const Slot::Twin>(Slot::Twin{up, layout_of(p, dt)}));
+        in->set_twin(std::make_shared<const Slot::Twin>(Slot::Twin{up, layout_of(p, dt), fixed_of(p)}));
         args[p0.index] = Task::Arg{up, nullptr};
         continue;
       }
@@ -342,7 +378,8 @@ std::vector<std::unique_ptr<Task>> Buckets::expand(std::unique_ptr<Task> task, c
       at.push_back(at_size(p0, v));
       dtypes.push_back(g.type(g.outputs[p0.index]).dtype);
       auto mid = std::make_shared<Slot>();
-      task->outputs[p0.index]->set_twin(std::make_shared<const Slot::Twin>(Slot::Twin{mid, layout_of(at.back(), dtypes.back())}));
+      task->outputs[p0.index]->set_twin(std::make_shared<const Slot::Twin>(
+          Slot::Twin{mid, layout_of(at.back(), dtypes.back()), fixed_of(at.back())}));
       unpad->args.push_back(Task::Arg{mid, nullptr});
       unpad->outputs.push_back(task->outputs[p0.index]);
       run->outputs[p0.index] = mid;

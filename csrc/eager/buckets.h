@@ -1,10 +1,13 @@
-// Bucketed programs in Fused Eager (DESIGN decision 17). A fused program
-// whose graph was seen before with other sizes (the same ops; sizes that
-// vary as one size v does, ops/bucket.h) runs as its bucket's program: the
-// inputs with padded dims are padded by small programs first, the bucket's
-// program runs with the true v as an argument, and its padded outputs are cut
-// back to their exact sizes by small programs; so one large program compiles
-// per bucket instead of one per size, and storages keep their exact values.
+// Bucketed programs (DESIGN decision 17): a Fused program or a graph
+// torch.compile captured, whose graph was seen before
+// with other sizes (the same ops; sizes that vary as one size v does,
+// ops/bucket.h), runs as its bucket's program, with the true v as an
+// argument; so one program compiles per bucket instead of one per size.
+// Storages keep their exact values. A padded input comes from the padded
+// twin an earlier bucketed program left beside the exact value (slot.h),
+// else from a small upload's host bytes padded on the host, else from one
+// small pad program; the padded outputs stay as twins of the exact values,
+// which one small cut-back program fills only when something reads them.
 // A graph seen once, one whose exact program is already compiled, or one
 // with an op that declares no rule for padded dims runs as it is. Buckets:
 // powers of two from 16 by default, an explicit list, or none. Thread-safe.
@@ -40,7 +43,9 @@ class Buckets {
   };
   // The bucket program for `g` (attributed to `site` when it compiles), or
   // nullopt: run `g` as it is.
-  std::optional<Bucketed> choose(const ir::Graph& g, const OpSite* site);
+  // `args`: the graph's arguments, whose twins tell the unit of v (a graph
+  // that sees only [4n] measures n when its input is laid out as [4, n]).
+  std::optional<Bucketed> choose(const ir::Graph& g, const OpSite* site, const std::vector<Task::Arg>& args);
   // The tasks that compute what `task` (a run of the graph `b` was chosen
   // for) computes: one pad program for its padded inputs, the bucket's
   // program, one unpad program for its padded outputs.
@@ -74,7 +79,8 @@ class Buckets {
   };
   // The bucket's program for `g` (compiled, attributed to `site`) and its
   // v, or null: run `g` as it is.
-  std::shared_ptr<Program> program_for(const ir::Graph& g, int64_t* v, const OpSite* site);
+  std::shared_ptr<Program> program_for(const ir::Graph& g, int64_t* v, const OpSite* site,
+                                       const std::vector<Task::Arg>& args);
   mutable std::mutex mu_;
   std::map<uint64_t, State> states_;  // by skeleton
   uint64_t clock_ = 0;

@@ -165,6 +165,9 @@ class Slot {
   struct Twin {
     std::shared_ptr<Slot> padded;
     uint64_t layout = 0;
+    // With exactly one varying factor: the elements per unit of it (4 * 64
+    // for [4, n, 64]); else 0.
+    int64_t fixed = 0;
   };
   void set_twin(std::shared_ptr<const Twin> t);
   std::shared_ptr<const Twin> twin();

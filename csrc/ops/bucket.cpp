@@ -129,10 +129,39 @@ std::optional<Plan> Plan::fit(const Sizes& z, const Sizes& a, const Sizes& b) {
   return p;
 }
 
+Plan Plan::scaled(int64_t k) const {
+  Plan p = *this;
+  p.unit *= k;
+  auto scale = [k](Affine& f) {
+    f.a *= k;
+    f.q *= k * k;
+  };
+  for (Affine& f : p.dims) scale(f);
+  for (Affine& f : p.attrs) scale(f);
+  for (auto& c : p.constants)
+    if (c) scale(*c);
+  return p;
+}
+
+int64_t Plan::unit_for(const ir::Graph& g, int param, int64_t fixed) const {
+  size_t pos = 0;
+  for (const ir::Node& n : g.nodes()) {
+    if (n.op == ir::kParameter && n.param_index == param) {
+      if (n.results[0].dims.size() != 1) return 1;
+      const Affine& f = dims[pos];
+      if (!f.varies() || f.q != 0 || f.b != 0 || fixed <= f.a || fixed % f.a != 0) return 1;
+      return fixed / f.a;
+    }
+    for (const ir::Type& t : n.results) pos += t.dims.size();
+  }
+  return 1;
+}
+
 int64_t Plan::v_of(const Sizes& s) const {
   if (s.skeleton != skeleton || s.dims.size() != dims.size() || s.attrs.size() != attrs.size() || s.fixed != fixed)
     return -1;
-  const int64_t v = s.dims[ref];
+  if (s.dims[ref] % unit != 0) return -1;
+  const int64_t v = s.dims[ref] / unit;
   for (size_t i = 0; i < dims.size(); ++i)
     if (dims[i].at(v) != s.dims[i]) return -1;
   for (size_t i = 0; i < attrs.size(); ++i)

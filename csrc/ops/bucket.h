@@ -53,7 +53,8 @@ struct Plan {
   std::vector<std::optional<Affine>> constants;
   std::vector<double> values;
   uint64_t skeleton = 0;
-  size_t ref = 0;  // the dim that is v
+  size_t ref = 0;    // the dim that is v (times unit)
+  int64_t unit = 1;  // v = dims[ref] / unit
   // From two observations of one skeleton; nullopt when nothing varies or
   // the differences are not affine in one size.
   static std::optional<Plan> fit(const Sizes& first, const Sizes& second);
@@ -61,6 +62,13 @@ struct Plan {
   static std::optional<Plan> fit(const Sizes& first, const Sizes& second, const Sizes& third);
   // v for a graph with these sizes when it follows the plan exactly, else -1.
   int64_t v_of(const Sizes& s) const;
+  // The same plan in a k times smaller unit: a graph that sees only 4n
+  // (a [4, n] batch flattened) measures n, as the programs around it do.
+  Plan scaled(int64_t k) const;
+  // The unit in which the flat parameter `param` of `g` (at size v) holds
+  // `fixed` elements per unit of v, as a padded value an earlier program
+  // left says: k when the parameter's size is a*v with fixed == k*a, else 1.
+  int64_t unit_for(const ir::Graph& g, int param, int64_t fixed) const;
 };
 
 // One dim of a value crossing the program boundary, as factors (outermost

@@ -98,6 +98,7 @@ void bind_cache(py::module_& m) {
   m.def("_recompile_events", &recompile_events);
   m.def("_set_buckets", [](std::vector<int64_t> sizes) { eager::buckets().set_sizes(std::move(sizes)); });
   m.def("_set_bucket_poison", [](bool on) { eager::buckets().set_poison(on); });
+  m.def("_bucket_of", [](int64_t v) { return eager::buckets().bucket_of(v); });
   m.def("_bucket_stats", [] {
     const eager::Buckets::Stats s = eager::buckets().stats();
     py::dict d;

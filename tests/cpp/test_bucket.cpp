@@ -122,3 +122,44 @@ TEST(Bucket, ThreeObservationsFitASizeThatGrowsAsTheSquare) {
   EXPECT_EQ(padded->inputs[0].padded, ir::Dims({4 * 16 * 16}));
   EXPECT_EQ(padded->inputs[1].padded, ir::Dims({17}));
 }
+
+namespace {
+
+// A linear layer on a flattened [4, n, 8] batch: it sees only 4n rows.
+ir::Graph linear(int64_t n) {
+  ir::Graph g;
+  torchtpu::ops::Builder b(g);
+  ir::Value x = g.parameter({ir::DType::kF32, {4 * n * 8}});
+  ir::Value w = g.parameter({ir::DType::kF32, {8 * 3}});
+  ir::Value y = b.dot_general(b.reshape(x, {4 * n, 8}), b.reshape(w, {8, 3}), {}, {}, {1}, {0}, ir::DType::kF32);
+  g.outputs = {b.reshape(y, {4 * n * 3})};
+  return g;
+}
+
+}  // namespace
+
+TEST(Bucket, AnInputsLayoutTellsTheUnitOfV) {
+  auto plan = bucket::Plan::fit(bucket::sizes_of(linear(5)), bucket::sizes_of(linear(7)));
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_EQ(plan->v_of(bucket::sizes_of(linear(9))), 36);  // alone, the graph measures 4n
+  // An input laid out as [4, n, 8] holds 32 elements per n: v is n.
+  EXPECT_EQ(plan->unit_for(linear(9), 0, 32), 4);
+  EXPECT_EQ(plan->unit_for(linear(9), 1, 32), 1);  // the weight does not vary
+  bucket::Plan by_n = plan->scaled(4);
+  EXPECT_EQ(by_n.v_of(bucket::sizes_of(linear(9))), 9);
+  std::string why;
+  auto padded = bucket::pad(linear(9), by_n, 9, 16, &why);
+  ASSERT_TRUE(padded.has_value()) << why;
+  ASSERT_EQ(padded->inputs.size(), 1u);
+  // The input and output keep the batch of 4 outermost: [4, n -> 16, 8] and [4, n -> 16, 3].
+  ASSERT_EQ(padded->inputs[0].factors.size(), 1u);
+  std::vector<int64_t> exact, pads;
+  for (const bucket::Factor& f : padded->inputs[0].factors[0]) {
+    if (f.exact == 1 && f.padded == 1) continue;
+    exact.push_back(f.exact);
+    pads.push_back(f.padded);
+  }
+  EXPECT_EQ(exact, (std::vector<int64_t>{4, 9, 8}));
+  EXPECT_EQ(pads, (std::vector<int64_t>{4, 16, 8}));
+  EXPECT_EQ(padded->outputs[0].padded, ir::Dims({4 * 16 * 3}));
+}
