@@ -11,7 +11,10 @@ step time, whether the losses equal the CPU's (relative 1e-5; over hundreds
 of AdamW steps rounding differences grow in any system) and, for a bucketed
 system, how far its losses are from the same system's without buckets.
 
-  python benchmarks/variable_shapes.py [--steps 300] [--max-len 256] [--systems cpu,fused,...]
+With --rss-steps N, each system then runs N more steps of random lengths and
+reports its resident memory before and after them (warm: every bucket seen).
+
+  python benchmarks/variable_shapes.py [--steps 300] [--max-len 256] [--systems cpu,fused,...] [--rss-steps 1000]
 """
 import argparse
 import json
@@ -25,7 +28,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SYSTEMS = ["cpu", "fused", "fused-nobuckets", "strict", "compiled", "compiled-nobuckets", "cpu-compiled"]
 
 
-def child(system, steps, max_len, seed=0):
+def _rss_mb():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def child(system, steps, max_len, seed=0, rss_steps=0):
     system = system.replace("-nobuckets", "")
     import torch
     torch.set_num_threads(1)
@@ -70,8 +81,18 @@ def child(system, steps, max_len, seed=0):
             times.append(dt)
         seen.add(n)
     total = time.perf_counter() - start
+    if rss_steps:
+        rss = [_rss_mb()]
+        for i in range(rss_steps):
+            n = int(torch.randint(1, max_len // 8 + 1, (1,), generator=g)) * 8
+            run(torch.randint(0, 256, (4, n), generator=g).to(device)).item()
+            if i == rss_steps // 2:
+                rss.append(_rss_mb())
+        rss.append(_rss_mb())
     out = {"losses": losses, "total_s": total, "lengths": len(set(lengths)),
            "steady_ms": 1000 * sorted(times)[len(times) // 2] if times else None}
+    if rss_steps:
+        out["rss_mb"] = [round(x, 1) for x in rss]
     if not on_cpu:
         import torchtpu
         m = torchtpu.debug.metrics()
@@ -86,10 +107,11 @@ def main():
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--max-len", type=int, default=256)
     ap.add_argument("--systems", default=",".join(SYSTEMS))
+    ap.add_argument("--rss-steps", type=int, default=0)
     ap.add_argument("--child")
     a = ap.parse_args()
     if a.child:
-        child(a.child, a.steps, a.max_len)
+        child(a.child, a.steps, a.max_len, rss_steps=a.rss_steps)
         return
     results = {}
     for system in a.systems.split(","):
@@ -97,7 +119,8 @@ def main():
             env = dict(os.environ, TORCHTPU_CACHE_DIR=cache, OMP_NUM_THREADS="1",
                        TORCHTPU_BUCKETS="off" if system.endswith("-nobuckets") else os.environ.get("TORCHTPU_BUCKETS", "pow2"))
             r = subprocess.run([sys.executable, __file__, "--child", system, "--steps", str(a.steps),
-                                "--max-len", str(a.max_len)], capture_output=True, text=True, env=env)
+                                "--max-len", str(a.max_len), "--rss-steps", str(a.rss_steps)],
+                               capture_output=True, text=True, env=env)
         line = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")]
         if r.returncode != 0 or not line:
             print(json.dumps({"bench": "variable_shapes", "mode": system, "error": r.stderr[-2000:]}), flush=True)
@@ -119,6 +142,9 @@ def main():
         if exact and exact is not res:
             row["loss_max_rel_diff_vs_nobuckets"] = max(
                 abs(x - y) / max(abs(y), 1e-12) for x, y in zip(res["losses"], exact["losses"]))
+        if "rss_mb" in res:
+            row["rss_mb"] = res["rss_mb"]  # before the extra steps, halfway, after
+            row["rss_growth"] = round(res["rss_mb"][-1] / res["rss_mb"][0] - 1, 4)
         for k in ("compilations", "by_cause", "buckets"):
             if k in res:
                 row[k] = res[k]

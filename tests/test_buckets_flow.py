@@ -115,3 +115,22 @@ def test_warmup_compiles_every_bucket_before_use(compiled):
     with pytest.raises(ValueError, match="max_size"):
         torchtpu.warmup(fn, lambda n: (), max_size=1, min_size=4)
 
+
+
+def test_padded_copies_are_counted_in_memory_stats():
+    torch.manual_seed(0)
+    key = "bucket_padding_bytes.all.current"
+    with torchtpu.eager_mode("fused"):
+        for n in (20, 24):
+            (torch.randn(3, n, 4).to("tpu").exp() * 2).cpu()
+        torchtpu.synchronize()
+        before = torch.tpu.memory_stats()[key]
+        y = torch.randn(3, 28, 4).to("tpu").exp() * 2  # bucket 32: kept padded beside y
+        torchtpu.synchronize()
+        held = torch.tpu.memory_stats()[key] - before
+        assert held >= 3 * 32 * 4 * 4, held
+        assert torch.tpu.memory_stats()["bucket_padding_bytes.all.peak"] >= before + held
+        torch.testing.assert_close(y.cpu().shape, torch.Size([3, 28, 4]))
+        del y
+        torchtpu.synchronize()
+        assert torch.tpu.memory_stats()[key] == before

@@ -34,7 +34,9 @@ def _index(device) -> int:
 def memory_stats(device=None) -> dict:
     """torch.cuda.memory_stats' keys that apply: allocated_bytes, active_bytes,
     reserved_bytes and allocation (each .all.current/.peak/.allocated/.freed),
-    num_ooms, num_alloc_retries, and device_* where the plugin reports them."""
+    num_ooms, num_alloc_retries, and device_* where the plugin reports them;
+    and bucket_padding_bytes.all.current/.peak: device bytes held by padded
+    copies of values that bucketed programs keep beside the exact ones."""
     s = _C._memory_stats(_index(device))
     out = {}
 
@@ -51,6 +53,9 @@ def memory_stats(device=None) -> dict:
     else:
         reserved, peak = s["bytes"], s["peak_bytes"]
     group("reserved_bytes", reserved, peak, s["allocated_bytes"], s["freed_bytes"])
+    # Beyond CUDA's keys: bytes held by bucketed programs' padded copies of values (DESIGN 17).
+    out["bucket_padding_bytes.all.current"] = s["padding_bytes"]
+    out["bucket_padding_bytes.all.peak"] = s["padding_peak_bytes"]
     out["num_ooms"] = s["ooms"]
     out["num_alloc_retries"] = 0
     out["capacity_bytes"] = s["capacity"]

@@ -34,6 +34,12 @@ ops::bucket::Port at_size(ops::bucket::Port p, int64_t v) {
 // Names where a port's elements lie in its padded flat value (the sequence
 // of its factors, fixed ones merged), and its dtype: a twin (slot.h) fits a
 // port of another program when the names are equal.
+int64_t bytes_of(const ops::bucket::Port& p, ir::DType dtype) {
+  int64_t n = ir::byte_size(dtype);
+  for (int64_t d : p.padded) n *= d;
+  return n;
+}
+
 // Elements per unit of the port's one varying factor (0 unless it has one).
 int64_t fixed_of(const ops::bucket::Port& p) {
   int64_t fixed = 1, varying = 0;
@@ -146,6 +152,31 @@ std::optional<int64_t> Buckets::bucket_of(int64_t v) const {
   for (int64_t s : sizes_)
     if (s >= v) return s;
   return std::nullopt;
+}
+
+std::shared_ptr<const Slot::Twin> Buckets::counted_twin(Slot::Twin t, int device, int64_t bytes) {
+  if (device < 0 || device >= kCountedDevices) return std::make_shared<const Slot::Twin>(std::move(t));
+  const int64_t now = padding_[device].fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  int64_t peak = padding_peak_[device].load(std::memory_order_relaxed);
+  while (now > peak && !padding_peak_[device].compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+  return std::shared_ptr<const Slot::Twin>(new Slot::Twin(std::move(t)), [this, device, bytes](const Slot::Twin* p) {
+    padding_[device].fetch_sub(bytes, std::memory_order_relaxed);
+    delete p;
+  });
+}
+
+int64_t Buckets::padding_bytes(int device) const {
+  return device >= 0 && device < kCountedDevices ? padding_[device].load(std::memory_order_relaxed) : 0;
+}
+
+int64_t Buckets::padding_peak_bytes(int device) const {
+  return device >= 0 && device < kCountedDevices ? padding_peak_[device].load(std::memory_order_relaxed) : 0;
+}
+
+void Buckets::reset_padding_peak(int device) {
+  if (device >= 0 && device < kCountedDevices)
+    padding_peak_[device].store(padding_[device].load(std::memory_order_relaxed), std::memory_order_relaxed);
 }
 
 Buckets::Stats Buckets::stats() const {
@@ -339,7 +370,7 @@ std::vector<std::unique_ptr<Task>> Buckets::expand(std::unique_ptr<Task> task, c
         const void* at_bytes = bytes->data();
         rt.upload_async(at_bytes, bytes, dt, p.padded, task->device, up,
                         task->sites.empty() ? OpSite{} : task->sites.front());
-        in->set_twin(std::make_shared<const Slot::Twin>(Slot::Twin{up, layout_of(p, dt), fixed_of(p)}));
+        in->set_twin(counted_twin(Slot::Twin{up, layout_of(p, dt), fixed_of(p)}, task->device, bytes_of(p, dt)));
         args[p0.index] = Task::Arg{up, nullptr};
         continue;
       }
@@ -378,8 +409,9 @@ std::vector<std::unique_ptr<Task>> Buckets::expand(std::unique_ptr<Task> task, c
       at.push_back(at_size(p0, v));
       dtypes.push_back(g.type(g.outputs[p0.index]).dtype);
       auto mid = std::make_shared<Slot>();
-      task->outputs[p0.index]->set_twin(std::make_shared<const Slot::Twin>(
-          Slot::Twin{mid, layout_of(at.back(), dtypes.back()), fixed_of(at.back())}));
+      const ops::bucket::Port& q = at.back();
+      task->outputs[p0.index]->set_twin(counted_twin(Slot::Twin{mid, layout_of(q, dtypes.back()), fixed_of(q)},
+                                                     task->device, bytes_of(q, dtypes.back())));
       unpad->args.push_back(Task::Arg{mid, nullptr});
       unpad->outputs.push_back(task->outputs[p0.index]);
       run->outputs[p0.index] = mid;

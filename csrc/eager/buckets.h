@@ -13,6 +13,7 @@
 // powers of two from 16 by default, an explicit list, or none. Thread-safe.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -68,6 +69,12 @@ class Buckets {
   Stats stats() const;
   void reset_stats();
 
+  // Device bytes held by padded twins (beside the exact values), now and at
+  // their peak since reset_padding_peak().
+  int64_t padding_bytes(int device) const;
+  int64_t padding_peak_bytes(int device) const;
+  void reset_padding_peak(int device);
+
  private:
   struct State {
     ops::bucket::Sizes last;
@@ -77,6 +84,10 @@ class Buckets {
     std::map<int64_t, std::shared_ptr<Program>> programs;  // by bucket
     uint64_t used = 0;
   };
+  // A twin of `bytes` on `device`, counted while it lives.
+  std::shared_ptr<const Slot::Twin> counted_twin(Slot::Twin t, int device, int64_t bytes);
+  static constexpr int kCountedDevices = 64;
+  std::atomic<int64_t> padding_[kCountedDevices] = {}, padding_peak_[kCountedDevices] = {};
   // The bucket's program for `g` (compiled, attributed to `site`) and its
   // v, or null: run `g` as it is.
   std::shared_ptr<Program> program_for(const ir::Graph& g, int64_t* v, const OpSite* site,

@@ -145,7 +145,8 @@ void Rewriter::node(int32_t i, size_t& pos, size_t& apos) {
         if (xi.layout.size() != rank) refuse(n, "operand ranks differ");
         const bool u = d < xi.uniform.size() && xi.uniform[d];
         if (!chosen || (chosen_uniform && !u)) {
-          if (chosen && padded_size(*chosen) != padded_size(xi.layout[d])) refuse(n, differently(*chosen, xi.layout[d]));
+          if (chosen && padded_size(*chosen) != padded_size(xi.layout[d]))
+            refuse(n, differently(*chosen, xi.layout[d]));
           chosen = &xi.layout[d];
           chosen_uniform = u;
         } else if (!u && !same(xi.layout[d], *chosen)) {

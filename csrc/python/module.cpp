@@ -117,6 +117,8 @@ py::dict memory_stats(int device) {
   d["capacity"] = rt.memory_capacity(device);
   d["held_on_capacity"] = rt.memory_held(device);
   d["fraction"] = rt.memory_fraction(device);
+  d["padding_bytes"] = torchtpu::eager::buckets().padding_bytes(device);
+  d["padding_peak_bytes"] = torchtpu::eager::buckets().padding_peak_bytes(device);
   torchtpu::pjrt::Client::MemoryStats p;
   if (rt.client().memory_stats(device, &p)) {
     d["device_in_use"] = p.in_use;
@@ -174,7 +176,10 @@ PYBIND11_MODULE(_C, m) {
     return Runtime::get().record_marker(timing);
   });
   m.def("_async_uploads", [] { return Runtime::get().async_uploads(); });
-  m.def("_reset_peak_memory", [](int device) { Runtime::get().memory(device).reset_peak(); });
+  m.def("_reset_peak_memory", [](int device) {
+    Runtime::get().memory(device).reset_peak();
+    torchtpu::eager::buckets().reset_padding_peak(device);
+  });
   m.def("_reset_memory_totals", [](int device) { Runtime::get().memory(device).reset_totals(); });
   m.def("_set_memory_fraction", [](int device, double f) { Runtime::get().set_memory_fraction(device, f); });
   m.def("_install_site_hooks", &torchtpu::python::install_site_hooks);
