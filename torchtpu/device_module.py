@@ -116,8 +116,10 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
     return True
 
 
-from . import amp  # noqa: E402,F401
+from . import amp, memory  # noqa: E402,F401
 from .memory import *  # noqa: E402,F401,F403
+from .device_api import *  # noqa: E402,F401,F403
+from .device_api import __getattr__  # noqa: E402,F401  (default_generators)
 
 
 # Streams and events. A device has two queues: the compute queue (the

@@ -157,7 +157,85 @@ def memory_summary(device=None, abbreviated: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
+def memory_stats_as_nested_dict(device=None) -> dict:
+    """memory_stats with its dotted keys as nested dicts, as torch.cuda's."""
+    out = {}
+    for key, value in memory_stats(device).items():
+        *path, last = key.split(".")
+        d = out
+        for p in path:
+            d = d.setdefault(p, {})
+        d[last] = value
+    return out
+
+
+def memory_cached(device=None) -> int:
+    """Deprecated torch.cuda name of memory_reserved."""
+    return memory_reserved(device)
+
+
+def max_memory_cached(device=None) -> int:
+    """Deprecated torch.cuda name of max_memory_reserved."""
+    return max_memory_reserved(device)
+
+
+def device_memory_used(device=None) -> int:
+    """Bytes in use on the device: the plugin's figure where it has one, else
+    what live tpu tensors hold."""
+    s = _C._memory_stats(_index(device))
+    return s["device_in_use"] if s.get("device_in_use", -1) >= 0 else s["bytes"]
+
+
+def list_gpu_processes(device=None) -> str:
+    """This process and what its tpu tensors hold (a PJRT plugin cannot see
+    other processes)."""
+    import os
+    index = _index(device)
+    return f"tpu:{index}\nprocess {os.getpid():>10d} uses {memory_allocated(index) / 2**20:12.3f} MB tpu memory"
+
+
+# Snapshots (torch.cuda.memory._snapshot's format, for torch.cuda._memory_viz
+# and pickle dumps). Each tpu storage is its own device buffer, so each live
+# storage is one segment holding one block. Stack frames are not recorded.
+
+_history_devices = set()
+
+
+def _record_memory_history(enabled="all", context="all", stacks="all", max_entries=2**31 - 1, device=None,
+                           **kwargs) -> None:
+    """Starts (enabled "all"/"state"/True) or stops (None/False) keeping the
+    last `max_entries` allocations and frees of the device (every device when
+    `device` is None); _snapshot() returns them as device_traces."""
+    indices = range(_C._device_count()) if device is None else [_index(device)]
+    on = enabled not in (None, False)
+    for i in indices:
+        _C._record_memory_history(i, int(max_entries) if on else 0)
+        (_history_devices.add if on else _history_devices.discard)(i)
+
+
+def _snapshot(device=None, augment_with_fx_traces: bool = False) -> dict:
+    """{"segments": live storages of every device, "device_traces": per device
+    the recorded allocations and frees, "allocator_settings": {}}."""
+    segments, traces = [], []
+    for i in range(_C._device_count()):
+        for address, size in _C._memory_live(i):
+            block = {"address": address, "size": size, "requested_size": size, "state": "active_allocated",
+                     "frames": []}
+            segments.append({"device": i, "address": address, "total_size": size, "allocated_size": size,
+                             "active_size": size, "requested_size": size, "stream": 0, "segment_type": "large",
+                             "segment_pool_id": (0, 0), "is_expandable": False, "frames": [], "blocks": [block]})
+        traces.append([{"action": "alloc" if alloc else "free_completed", "addr": addr, "size": size, "stream": 0,
+                        "time_us": t, "frames": []} for alloc, addr, size, t in _C._memory_history(i)])
+    return {"segments": segments, "device_traces": traces, "allocator_settings": {}}
+
+
+def memory_snapshot(mempool_id=None) -> list:
+    """The live tpu storages of every device as torch.cuda.memory_snapshot's segments."""
+    return _snapshot()["segments"]
+
+
 __all__ = ["memory_stats", "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
            "reset_peak_memory_stats", "reset_accumulated_memory_stats", "reset_max_memory_allocated",
            "reset_max_memory_cached", "empty_cache", "mem_get_info", "set_per_process_memory_fraction",
-           "get_per_process_memory_fraction", "memory_summary"]
+           "get_per_process_memory_fraction", "memory_summary", "memory_stats_as_nested_dict", "memory_cached",
+           "max_memory_cached", "device_memory_used", "list_gpu_processes", "memory_snapshot"]

@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <ATen/core/CachingHostAllocator.h>
+#include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
@@ -10,8 +12,9 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
-#include <unordered_set>
+#include <unordered_map>
 
+#include "eager/buckets.h"
 #include "eager/metrics.h"
 #include "eager/runtime.h"
 
@@ -66,8 +69,10 @@ class DeviceOutOfMemory final : public c10::OutOfMemoryError {
 // Hands out unique fake addresses so data_ptr() differs per storage. An
 // allocation is checked against the device's memory (values are computed
 // later, so this is the only place a too-large tensor can be refused at the
-// user's line).
-class TpuAllocator final : public c10::Allocator {
+// user's line). A c10::DeviceAllocator, so torch.accelerator's memory
+// functions read the same counters as torch.tpu's; nothing is cached, so
+// emptyCache only lets queued work finish (freeing what it held).
+class TpuAllocator final : public c10::DeviceAllocator {
  public:
   c10::DataPtr allocate(size_t nbytes) override {
     c10::DeviceIndex dev = current_device;
@@ -78,9 +83,9 @@ class TpuAllocator final : public c10::Allocator {
       const eager::OpSite* op = eager::current_op();
       throw DeviceOutOfMemory(why, op ? *op : eager::OpSite{eager::last_op(), eager::capture_site()});
     }
-    auto* value = new eager::StorageValue(static_cast<int64_t>(nbytes), dev);
     uint64_t span = (static_cast<uint64_t>(nbytes) + 255) & ~uint64_t{255};
     uint64_t addr = next_.fetch_add(span + 256);
+    auto* value = new eager::StorageValue(static_cast<int64_t>(nbytes), dev, addr);
     return {reinterpret_cast<void*>(addr), value, &delete_storage_value,
             c10::Device(c10::DeviceType::PrivateUse1, dev)};
   }
@@ -89,7 +94,61 @@ class TpuAllocator final : public c10::Allocator {
     TORCH_CHECK(false, "tpu storages cannot be copied by address; copy the tensors instead");
   }
 
+  bool initialized() override { return eager::Runtime::device_count() > 0; }
+  void emptyCache(c10::MempoolId_t) override { eager::Runtime::get().synchronize(); }
+  void recordStream(const c10::DataPtr&, c10::Stream) override {}  // one queue per device: nothing to order
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    eager::Runtime& rt = runtime_for(device);
+    const auto s = rt.memory(device).snapshot();
+    c10::CachingDeviceAllocator::DeviceStats out;
+    auto set = [](c10::CachingDeviceAllocator::StatArray& a, int64_t current, int64_t peak, int64_t allocated,
+                  int64_t freed) {
+      auto& all = a[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
+      all.current = current;
+      all.peak = peak;
+      all.allocated = allocated;
+      all.freed = freed;
+    };
+    set(out.allocation, s.count, s.peak_count, s.allocations, s.frees);
+    set(out.segment, s.count, s.peak_count, s.allocations, s.frees);  // each storage is its own device buffer
+    set(out.active, s.count, s.peak_count, s.allocations, s.frees);
+    set(out.allocated_bytes, s.bytes, s.peak_bytes, s.allocated_bytes, s.freed_bytes);
+    set(out.active_bytes, s.bytes, s.peak_bytes, s.allocated_bytes, s.freed_bytes);
+    set(out.requested_bytes, s.bytes, s.peak_bytes, s.allocated_bytes, s.freed_bytes);
+    pjrt::Client::MemoryStats p;
+    if (rt.client().memory_stats(device, &p) && p.reserved >= 0)
+      set(out.reserved_bytes, p.reserved, std::max(p.peak_reserved, p.reserved), s.allocated_bytes, s.freed_bytes);
+    else
+      set(out.reserved_bytes, s.bytes, s.peak_bytes, s.allocated_bytes, s.freed_bytes);
+    out.num_ooms = s.ooms;
+    return out;
+  }
+  void resetAccumulatedStats(c10::DeviceIndex device) override { runtime_for(device).memory(device).reset_totals(); }
+  void resetPeakStats(c10::DeviceIndex device) override {
+    runtime_for(device).memory(device).reset_peak();
+    eager::buckets().reset_padding_peak(device);
+  }
+  // Free and total bytes: the plugin's figures where it has them, else the
+  // capacity less what live tpu tensors hold (all devices' when they share
+  // the host's memory), as torch.tpu.mem_get_info.
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
+    eager::Runtime& rt = runtime_for(device);
+    pjrt::Client::MemoryStats p;
+    if (rt.client().memory_stats(device, &p) && p.limit > 0)
+      return {static_cast<size_t>(std::max<int64_t>(p.limit - p.in_use, 0)), static_cast<size_t>(p.limit)};
+    const int64_t cap = std::max<int64_t>(rt.memory_capacity(device), 0);
+    const int64_t free = std::max<int64_t>(cap - rt.memory_held(device), 0);
+    return {static_cast<size_t>(free), static_cast<size_t>(cap)};
+  }
+
  private:
+  static eager::Runtime& runtime_for(c10::DeviceIndex& device) {
+    if (device < 0) device = current_device;
+    eager::Runtime& rt = eager::Runtime::get();
+    TORCH_CHECK(device < rt.num_devices(), "tpu device index ", int(device), " out of range (", rt.num_devices(),
+                " devices)");
+    return rt;
+  }
   std::atomic<uint64_t> next_{uint64_t{1} << 44};
 };
 
@@ -97,14 +156,17 @@ TpuAllocator allocator;
 
 // Page-locked host memory has no meaning for a PJRT client that copies on its
 // own: "pinned" host tensors (pin_memory=True, non_blocking copies to the CPU)
-// are ordinary host memory, remembered so that is_pinned() answers true.
-class PinnedAllocator final : public c10::Allocator {
+// are ordinary host memory, remembered so that is_pinned() answers true. The
+// host allocator of the tpu device type (torch.accelerator.empty_host_cache);
+// it caches nothing.
+class PinnedAllocator final : public at::HostAllocator {
  public:
   c10::DataPtr allocate(size_t nbytes) override {
     void* p = nbytes ? c10::alloc_cpu(nbytes) : nullptr;
     if (p) {
       std::lock_guard<std::mutex> lock(mu());
-      live().insert(p);
+      live()[p] = nbytes;
+      bytes() += static_cast<int64_t>(nbytes);
     }
     return {p, p, &release, c10::Device(c10::DeviceType::CPU)};
   }
@@ -114,21 +176,40 @@ class PinnedAllocator final : public c10::Allocator {
     std::lock_guard<std::mutex> lock(mu());
     return live().count(const_cast<void*>(p)) > 0;
   }
+  bool record_event(void*, void*, c10::Stream) override { return true; }  // freed memory is never reused early
+  void empty_cache() override {}
+  at::HostStats get_stats() override {
+    at::HostStats s;
+    std::lock_guard<std::mutex> lock(mu());
+    s.active_requests.current = s.allocations.current = static_cast<int64_t>(live().size());
+    s.active_bytes.current = s.allocated_bytes.current = bytes();
+    return s;
+  }
+  void reset_accumulated_stats() override {}
+  void reset_peak_stats() override {}
 
  private:
   static std::mutex& mu() {
     static std::mutex m;
     return m;
   }
-  static std::unordered_set<void*>& live() {
-    static auto* s = new std::unordered_set<void*>();
+  static std::unordered_map<void*, size_t>& live() {
+    static auto* s = new std::unordered_map<void*, size_t>();
     return *s;
+  }
+  static int64_t& bytes() {
+    static int64_t b = 0;
+    return b;
   }
   static void release(void* p) {
     if (!p) return;
     {
       std::lock_guard<std::mutex> lock(mu());
-      live().erase(p);
+      auto it = live().find(p);
+      if (it != live().end()) {
+        bytes() -= static_cast<int64_t>(it->second);
+        live().erase(it);
+      }
     }
     c10::free_cpu(p);
   }
@@ -175,6 +256,15 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
   void synchronizeStream(const c10::Stream&) const override { eager::Runtime::get().synchronize(); }
   c10::DeviceIndex deviceCount() const noexcept override { return device_count(); }
+  // The dtypes a tpu tensor can hold (torch.accelerator.get_device_capability).
+  c10::DeviceCapability getDeviceCapability(c10::Device) const override {
+    c10::DeviceCapability cap;
+    cap.capability_data.capability_bits = 0;
+    for (int i : {c10::kIndex_Bool, c10::kIndex_Byte, c10::kIndex_Char, c10::kIndex_Short, c10::kIndex_Int,
+                  c10::kIndex_Long, c10::kIndex_Half, c10::kIndex_BFloat16, c10::kIndex_Float, c10::kIndex_Double})
+      cap.capability_data.capability_bits |= 1ULL << i;
+    return cap;
+  }
   void synchronizeDevice(const c10::DeviceIndex) const override { eager::Runtime::get().synchronize(); }
   // Events (torch.Event): a recorded Marker of both queues; with timing
   // (enable_timing=True), elapsedTime comes from the device's completions.
@@ -333,6 +423,7 @@ void register_device() {
   static std::once_flag once;
   std::call_once(once, [] {
     c10::SetAllocator(c10::DeviceType::PrivateUse1, &allocator);
+    at::setHostAllocator(c10::DeviceType::PrivateUse1, &pinned_allocator);
     static TpuHooks hooks;
     at::RegisterPrivateUse1HooksInterface(&hooks);
   });

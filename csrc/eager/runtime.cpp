@@ -65,8 +65,10 @@ const char* mode_name(EagerMode m) {
   return "?";
 }
 
-StorageValue::StorageValue(int64_t nbytes, int device) : nbytes_(nbytes), device_(device) {
-  Runtime::get().memory(device_).allocated(nbytes_);
+StorageValue::StorageValue(int64_t nbytes, int device, uint64_t address) : device_(device) {
+  block_.nbytes = nbytes;
+  block_.address = address;
+  Runtime::get().memory(device_).allocated(&block_);
 }
 
 StorageValue::~StorageValue() {
@@ -74,7 +76,7 @@ StorageValue::~StorageValue() {
   // exist there: the value is left alone.
   if (!Runtime::initialized() || forked_child) return;
   Runtime& rt = Runtime::get();
-  rt.memory(device_).freed(nbytes_);
+  rt.memory(device_).freed(&block_);
   if (pending_gen != 0 || param_gen != 0) {
     std::lock_guard<std::recursive_mutex> lock(rt.device_lock(device_));
     Capture::forget(this);

@@ -32,14 +32,15 @@ class FusedGraph;
 // bytes count as held on the device while it lives.
 class StorageValue {
  public:
-  StorageValue(int64_t nbytes, int device);
+  // `address`: the fake address the allocator handed out (memory snapshots list it).
+  StorageValue(int64_t nbytes, int device, uint64_t address = 0);
   ~StorageValue();  // leaves the fused graph, so a dead value gets no output
   StorageValue(const StorageValue&) = delete;
   StorageValue& operator=(const StorageValue&) = delete;
 
-  int64_t nbytes() const { return nbytes_; }
+  int64_t nbytes() const { return block_.nbytes; }
   int device() const { return device_; }
-  int64_t numel(ir::DType dtype) const { return nbytes_ / ir::byte_size(dtype); }
+  int64_t numel(ir::DType dtype) const { return block_.nbytes / ir::byte_size(dtype); }
 
   bool has_value() const { return slot_ || pending_gen != 0; }
   ir::DType dtype() const { return dtype_; }
@@ -59,7 +60,7 @@ class StorageValue {
   void set_pending_dtype(ir::DType d) { dtype_ = d; }
 
  private:
-  int64_t nbytes_;
+  LiveBlock block_;  // in the device's MemoryLedger while alive
   int device_;
   ir::DType dtype_ = ir::DType::kF32;
   SlotPtr slot_;

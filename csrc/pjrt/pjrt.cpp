@@ -511,6 +511,34 @@ int64_t Client::memory_limit(int device) const {
   return memory_stats(device, &m) ? m.limit : -1;
 }
 
+namespace {
+PJRT_DeviceDescription* description_of(const PJRT_Api* api, PJRT_Device* device) {
+  PJRT_ARGS(Device_GetDescription, a);
+  a.device = device;
+  check(api, api->PJRT_Device_GetDescription(&a), "PJRT_Device_GetDescription");
+  return a.device_description;
+}
+}  // namespace
+
+std::string Client::device_kind(int device) const {
+  PJRT_ARGS(DeviceDescription_Kind, a);
+  a.device_description = description_of(api_, devices_.at(device));
+  check(api_, api_->PJRT_DeviceDescription_Kind(&a), "PJRT_DeviceDescription_Kind");
+  return std::string(a.device_kind, a.device_kind_size);
+}
+
+std::vector<std::pair<std::string, std::string>> Client::device_attributes(int device) const {
+  PJRT_ARGS(DeviceDescription_Attributes, a);
+  a.device_description = description_of(api_, devices_.at(device));
+  check(api_, api_->PJRT_DeviceDescription_Attributes(&a), "PJRT_DeviceDescription_Attributes");
+  std::vector<std::pair<std::string, std::string>> out;
+  for (size_t i = 0; i < a.num_attributes; ++i) {
+    const PJRT_NamedValue& v = a.attributes[i];
+    out.emplace_back(std::string(v.name, v.name_size), named_value_text(v));
+  }
+  return out;
+}
+
 bool Client::memory_stats(int device, MemoryStats* out) const {
   if (!PJRT_HAS(api_, PJRT_Device_MemoryStats)) return false;
   PJRT_ARGS(Device_MemoryStats, a);

@@ -155,6 +155,10 @@ class Client {
   const std::string& platform_version() const { return platform_version_; }
   int num_devices() const { return static_cast<int>(devices_.size()); }
   PJRT_Device* device(int i) const { return devices_.at(i); }
+  // The device's kind ("cpu", "NVIDIA H100 80GB HBM3", "TPU v5 lite") and
+  // its description's attributes as "name" -> text (PJRT_DeviceDescription).
+  std::string device_kind(int device) const;
+  std::vector<std::pair<std::string, std::string>> device_attributes(int device) const;
   // Bytes of memory the device can hold (PJRT_Device_MemoryStats'
   // bytes_limit), or -1 when the plugin does not say (XLA:CPU).
   int64_t memory_limit(int device) const;

@@ -180,6 +180,16 @@ PYBIND11_MODULE(_C, m) {
     Runtime::get().memory(device).reset_peak();
     torchtpu::eager::buckets().reset_padding_peak(device);
   });
+  m.def("_memory_live", [](int device) { return Runtime::get().memory(device).live(); });
+  m.def("_record_memory_history", [](int device, int64_t max_entries) {
+    Runtime::get().memory(device).record_history(max_entries);
+  });
+  m.def("_memory_history", [](int device) {
+    py::list out;
+    for (const auto& e : Runtime::get().memory(device).history())
+      out.append(py::make_tuple(e.alloc, e.address, e.nbytes, e.time_us));
+    return out;
+  });
   m.def("_reset_memory_totals", [](int device) { Runtime::get().memory(device).reset_totals(); });
   m.def("_set_memory_fraction", [](int device, double f) { Runtime::get().set_memory_fraction(device, f); });
   m.def("_install_site_hooks", &torchtpu::python::install_site_hooks);
@@ -219,6 +229,14 @@ PYBIND11_MODULE(_C, m) {
     return static_cast<int>(c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1)->getDevice().index());
   });
   m.def("_platform", [] { return Runtime::get().platform(); });
+  m.def("_device_description", [](int device) {
+    Runtime& rt = Runtime::get();
+    TORCH_CHECK(device >= 0 && device < rt.num_devices(), "tpu device index ", device, " out of range (",
+                rt.num_devices(), " devices)");
+    py::dict attrs;
+    for (const auto& [k, v] : rt.client().device_attributes(device)) attrs[py::str(k)] = v;
+    return py::make_tuple(rt.client().device_kind(device), attrs);
+  });
   m.def("_set_mode", [](const std::string& mode) {
     auto m = torchtpu::eager::parse_mode(mode);
     py::gil_scoped_release nogil;
@@ -257,6 +275,7 @@ PYBIND11_MODULE(_C, m) {
     g->set_current_seed(seed);
   });
   m.def("_initial_seed", [](int device) { return generator(device)->current_seed(); });
+  m.def("_default_generator", [](int device) { return torchtpu::aten::default_generator(device); });
   m.def("_get_rng_state", [](int device) {
     auto* g = generator(device);
     std::lock_guard<std::mutex> lock(g->mutex_);
