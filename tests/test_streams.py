@@ -154,3 +154,47 @@ def test_timed_events_are_ordered_as_recorded_even_when_completions_are_stamped_
         assert e.time_ns() - d.time_ns() == 2_000
     finally:
         _Timed.last = saved
+
+
+def test_events_without_timing_do_not_cut_fused_programs():
+    """FSDP2's pattern: events recorded between ops (torch.tpu.Event, a
+    stream's record_event, torch.Event) and waited on by streams leave the
+    step one program; a query or synchronize is the sync point."""
+    with torchtpu.eager_mode("fused"):
+        torchtpu.synchronize()
+        before = torchtpu.debug.metrics()["fused_graphs"]
+        x = torch.arange(6, dtype=torch.float32).to(dev)
+        ref = torch.arange(6, dtype=torch.float32)
+        side = torch.tpu.Stream()
+        events = []
+        for i in range(4):
+            x = x * 2 + i
+            ref = ref * 2 + i
+            if i % 3 == 1:
+                e = side.record_event()
+            else:
+                e = torch.tpu.Event() if i % 3 == 0 else torch.Event(device="tpu")
+                e.record()
+            torch.tpu.current_stream().wait_event(e)
+            events.append(e)
+        assert _C._fused_pending_ops(0) > 0  # nothing was cut
+        assert torchtpu.debug.metrics()["fused_graphs"] == before
+        events[1].synchronize()  # the sync point: queues the pending program and waits
+        assert _C._fused_pending_ops(0) == 0
+        assert torchtpu.debug.metrics()["fused_graphs"] == before + 1
+        assert all(e.query() for e in events)
+        torch.testing.assert_close(x.cpu(), ref)
+        # A query that must answer queues the pending work too, so a polling loop ends.
+        y = x + 1
+        e = torch.tpu.Event()
+        e.record()
+        deadline = time.monotonic() + 30
+        while not e.query():
+            assert time.monotonic() < deadline
+        torch.testing.assert_close(y.cpu(), ref + 1)
+        # A timed event still cuts: its time is when the work before it finished.
+        z = y * 3
+        t = torch.tpu.Event(enable_timing=True)
+        t.record()
+        assert _C._fused_pending_ops(0) == 0
+        torch.testing.assert_close(z.cpu(), (ref + 1) * 3)

@@ -440,9 +440,15 @@ void Runtime::upload_async(const void* data, std::shared_ptr<void> keep, ir::DTy
 
 std::shared_ptr<Marker> Runtime::record_marker(bool timing) {
   Entry entry(/*admit=*/false);
+  auto m = std::make_shared<Marker>();
+  if (!timing && mode_ == EagerMode::kFused && fused_pending()) {
+    m->recorded_ns = steady_now_ns();
+    m->copy = copies_->mark();
+    m->deferred = true;
+    return m;
+  }
   flush_fused();
   wait_groups();  // programs after a collective are queued once it ran
-  auto m = std::make_shared<Marker>();
   m->recorded_ns = steady_now_ns();
   m->copy = copies_->mark();
   m->run = executor_->last_run();
@@ -451,14 +457,39 @@ std::shared_ptr<Marker> Runtime::record_marker(bool timing) {
   return m;
 }
 
-bool Runtime::marker_done(const Marker& m) { return m.copy->done() && (!m.run || m.run->finished()); }
+bool Runtime::fused_pending() {
+  for (size_t d = 0; d < fused_.size(); ++d) {
+    std::lock_guard<std::recursive_mutex> lock(*device_locks_[d]);
+    if (fused_[d]->pending_ops() > 0) return true;
+  }
+  return false;
+}
 
-void Runtime::wait_marker(const Marker& m) {
+void Runtime::resolve_marker(Marker& m) {
+  if (!m.deferred.load(std::memory_order_acquire)) return;
+  std::lock_guard<std::mutex> lock(m.mu);
+  if (!m.deferred.load(std::memory_order_relaxed)) return;
+  {
+    Entry entry(/*admit=*/false);
+    flush_fused();
+    wait_groups();
+  }
+  m.run = executor_->last_run();
+  m.deferred.store(false, std::memory_order_release);
+}
+
+bool Runtime::marker_done(Marker& m) {
+  resolve_marker(m);
+  return m.copy->done() && (!m.run || m.run->finished());
+}
+
+void Runtime::wait_marker(Marker& m) {
+  resolve_marker(m);
   m.copy->wait();
   if (m.run) executor_->outcome(*m.run);  // errors surface at the next sync point
 }
 
-int64_t Runtime::marker_time(const Marker& m) {
+int64_t Runtime::marker_time(Marker& m) {
   wait_marker(m);
   int64_t t = std::max(m.copy->done_ns(), m.recorded_ns);
   if (m.run) {

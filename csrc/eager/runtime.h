@@ -71,10 +71,17 @@ pjrt::ElementType to_pjrt(ir::DType t);
 // A point in the device's work, as an event records it: the last program
 // handed to the compute queue (the executor) and a mark in the copy queue.
 // Done when both are; its time is when the later of the two finished.
+// Recorded while Fused Eager work is pending (and without timing), a marker
+// does not cut the pending program: it is `deferred`, and takes its run when
+// first asked (query, wait, time), which queues the pending work then. The
+// run it takes may hold work issued after the recording, so it is done no
+// earlier than the work before it.
 struct Marker {
   RunPtr run;  // null: no program was queued
   std::shared_ptr<CopyMark> copy;
   int64_t recorded_ns = 0;
+  std::atomic<bool> deferred{false};
+  std::mutex mu;  // guards taking the run of a deferred marker
 };
 
 // A host scalar as the user gave it: an integer keeps all 64 bits (a double
@@ -233,14 +240,19 @@ class Runtime {
   // until the copy is done.
   void upload_async(const void* data, std::shared_ptr<void> keep, ir::DType dtype, const ir::Dims& dims,
                     int device, SlotPtr slot, OpSite site);
-  // Events: records the current position of both queues (fused work
-  // pending on this thread is queued first); with `timing`, the completion
-  // time is taken from the device's completion event.
+  // Events: records the current position of both queues. Pending Fused
+  // work is queued first only with `timing` (the completion time is then
+  // taken from the device's completion event); otherwise the marker is
+  // deferred (see Marker) and queries and waits are the sync points.
   std::shared_ptr<Marker> record_marker(bool timing);
-  bool marker_done(const Marker& m);
-  void wait_marker(const Marker& m);
+  bool marker_done(Marker& m);
+  void wait_marker(Marker& m);
   // Waits for the marker; steady-clock nanoseconds when its work finished.
-  int64_t marker_time(const Marker& m);
+  int64_t marker_time(Marker& m);
+  // A deferred marker takes its run: pending Fused work is queued.
+  void resolve_marker(Marker& m);
+  // Whether a Fused graph of any device holds ops not yet queued.
+  bool fused_pending();
   int64_t async_uploads() const { return copies_ ? copies_->copies() : 0; }
 
   // A 0-d device buffer holding `value` (recently used values are kept).

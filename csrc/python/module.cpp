@@ -162,12 +162,12 @@ PYBIND11_MODULE(_C, m) {
   // Events (torch.tpu.Event): a recorded position of the compute and copy queues.
   using torchtpu::eager::Marker;
   py::class_<Marker, std::shared_ptr<Marker>>(m, "_Marker")
-      .def("query", [](const Marker& mk) { return Runtime::get().marker_done(mk); })
-      .def("synchronize", [](const Marker& mk) {
+      .def("query", [](Marker& mk) { return Runtime::get().marker_done(mk); })
+      .def("synchronize", [](Marker& mk) {
         py::gil_scoped_release nogil;
         Runtime::get().wait_marker(mk);
       })
-      .def("time_ns", [](const Marker& mk) {
+      .def("time_ns", [](Marker& mk) {
         py::gil_scoped_release nogil;
         return Runtime::get().marker_time(mk);
       });
