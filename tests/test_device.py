@@ -213,14 +213,6 @@ def test_dtype_round_trip(dtype):
         assert torch.isnan(nan).all()
 
 
-@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128], ids=str)
-def test_complex_rejected(dtype):
-    with pytest.raises((TypeError, RuntimeError), match="(?i)complex"):
-        torch.zeros(3, dtype=dtype).to("tpu")
-    with pytest.raises((TypeError, RuntimeError), match="(?i)complex"):
-        torch.zeros(3, dtype=dtype, device="tpu")
-
-
 def test_mixed_devices_raise():
     t = torch.ones(3, device="tpu")
     c = torch.ones(3)

@@ -261,7 +261,8 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     c10::DeviceCapability cap;
     cap.capability_data.capability_bits = 0;
     for (int i : {c10::kIndex_Bool, c10::kIndex_Byte, c10::kIndex_Char, c10::kIndex_Short, c10::kIndex_Int,
-                  c10::kIndex_Long, c10::kIndex_Half, c10::kIndex_BFloat16, c10::kIndex_Float, c10::kIndex_Double})
+                  c10::kIndex_Long, c10::kIndex_Half, c10::kIndex_BFloat16, c10::kIndex_Float, c10::kIndex_Double,
+                  c10::kIndex_ComplexFloat, c10::kIndex_ComplexDouble})
       cap.capability_data.capability_bits |= 1ULL << i;
     return cap;
   }

@@ -98,7 +98,7 @@ void keep_host_copy(const eager::SlotPtr& slot, const at::Tensor& src, const at:
 }
 
 void from_cpu(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
-  at::Tensor host = src.to(dst.scalar_type()).contiguous();
+  at::Tensor host = src.resolve_conj().resolve_neg().to(dst.scalar_type()).contiguous();
   if (host.sizes() != dst.sizes()) host = host.expand(dst.sizes()).contiguous();
   eager::Runtime& rt = eager::Runtime::get();
   DType dt = to_ir(dst.scalar_type());
@@ -131,13 +131,34 @@ void from_cpu(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
   k.run();
 }
 
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking);
+
+// The values of a tpu tensor with PyTorch's lazy conjugate or negative bit,
+// made real in a new tensor.
+at::Tensor resolved(const at::Tensor& t) {
+  if (!t.is_conj() && !t.is_neg()) return t;
+  at::Tensor r = empty_device(t.sizes(), t.scalar_type(), t.device().index());
+  copy_from(t, r, false);
+  return r;
+}
+
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   if (self.numel() == 0) return dst;
   bool src_dev = self.device().is_privateuseone(), dst_dev = dst.device().is_privateuseone();
   if (src_dev && dst_dev && self.device() == dst.device()) {
     Kernel k("aten::_copy_from", dst);
-    k.into(dst, k.in(self, dst.scalar_type()));
+    Value v = k.in(self, dst.scalar_type());  // applies self's conjugate and negative bits
+    // Writing through a conjugate (negative) view stores the conjugate (negation).
+    if (dst.is_conj()) v = k.b().conj(v);
+    if (dst.is_neg()) v = k.b().neg(v);
+    k.into(dst, v);
     k.run();
+  } else if (dst_dev && (dst.is_conj() || dst.is_neg())) {
+    at::Tensor staged = empty_device(dst.sizes(), dst.scalar_type(), dst.device().index());
+    copy_from(self, staged, false);
+    copy_from(staged, dst, false);
+  } else if (src_dev && (self.is_conj() || self.is_neg())) {
+    copy_from(resolved(self), dst, non_blocking);
   } else if (src_dev && !dst_dev) {
     // Straight into a CPU tensor laid out as the value is read; else through a copy.
     if (dst.is_contiguous() && dst.scalar_type() == self.scalar_type() && dst.sizes() == self.sizes() &&

@@ -53,7 +53,8 @@ at::Tensor unary(const char* op, const char* name, Rule rule, const Un& f, const
   } catch (const ops::LoweringError& e) {
     rethrow_lowering(op, e);
   }
-  return finish(k, r, ct, dest, target);
+  // angle of a complex tensor is real, as PyTorch's.
+  return finish(k, r, ir::is_complex(k.b().dtype(r)) ? ct : c10::toRealValueType(ct), dest, target);
 }
 
 at::Tensor binary(const char* op, const char* name, Rule rule, const Bin& f, const at::Tensor& a, const at::Tensor& b,
@@ -138,10 +139,9 @@ at::Tensor& signbit_out(const at::Tensor& a, at::Tensor& out) {
 
 // conj_physical of a real tensor is a copy.
 at::Tensor& conj_physical_out(const at::Tensor& a, at::Tensor& out) {
-  TORCH_CHECK_NOT_IMPLEMENTED(!a.is_complex(), "conj_physical: complex tensors are not supported on tpu");
   Kernel k("aten::conj_physical.out", a);
   k.elementwise();
-  finish(k, k.in(a), a.scalar_type(), Dest::kOut, &out);
+  finish(k, k.b().conj(k.in(a)), a.scalar_type(), Dest::kOut, &out);
   return out;
 }
 

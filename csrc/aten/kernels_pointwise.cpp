@@ -27,6 +27,7 @@ enum class Kind {
 
 Value l_mul(Builder& b, Value x, Value y);
 Value l_div(Builder& b, Value x, Value y);
+Value l_abs(Builder& b, Value x);
 
 at::ScalarType compute_type(Kind k, at::ScalarType promoted) {
   if (k == Kind::kLogical) return at::kBool;
@@ -73,7 +74,9 @@ at::Tensor unary(const char* op, Kind kind, Un f, const at::Tensor& a, Dest dest
   } catch (const ops::LoweringError& e) {
     rethrow_lowering(op, e);
   }
-  return finish(k, r, result_type(kind, ct), dest, target);
+  // abs of a complex tensor is real, as PyTorch's.
+  const at::ScalarType rt = f == l_abs ? c10::toRealValueType(result_type(kind, ct)) : result_type(kind, ct);
+  return finish(k, r, rt, dest, target);
 }
 
 // ---- lowerings on promoted values -------------------------------------------
@@ -121,8 +124,9 @@ Value l_trunc(Builder& b, Value x) {
   if (!ir::is_float(b.dtype(x))) return x;
   return b.select(b.compare(x, b.zeros_like(x), Cmp::kLT), b.ceil(x), b.floor(x));
 }
-Value l_sign(Builder& b, Value x) { return ops::sign(b, x); }
+Value l_sign(Builder& b, Value x) { return ir::is_complex(b.dtype(x)) ? complex_sgn(b, x) : ops::sign(b, x); }
 Value l_isnan(Builder& b, Value x) {
+  if (ir::is_complex(b.dtype(x))) return b.logical_or(l_isnan(b, b.real(x)), l_isnan(b, b.imag(x)));
   return ir::is_float(b.dtype(x)) ? b.compare(x, x, Cmp::kNE) : b.constant(DType::kBool, 0, b.dims(x));
 }
 template <int Sign>
@@ -238,7 +242,7 @@ TPU_UNARY(ceil, "ceil", Kind::kArith, l_ceil)
 TPU_UNARY(round, "round", Kind::kArith, l_round)
 TPU_UNARY(trunc, "trunc", Kind::kArith, l_trunc)
 TPU_UNARY(sign, "sign", Kind::kArith, l_sign)
-TPU_UNARY(sgn, "sgn", Kind::kArith, l_sign)  // real dtypes only: sgn is sign
+TPU_UNARY(sgn, "sgn", Kind::kArith, l_sign)  // real dtypes: sign; complex: z / |z|
 TPU_UNARY(silu, "silu", Kind::kFloat, l_silu)
 TPU_UNARY(bitwise_not, "bitwise_not", Kind::kArith, l_not)
 TPU_UNARY(logical_not, "logical_not", Kind::kLogical, l_logical_not)

@@ -71,7 +71,7 @@ at::Tensor& sum_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool ke
 at::Tensor mean_impl(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                      std::optional<at::ScalarType> dtype, const at::Tensor* out) {
   at::ScalarType rt = dtype ? *dtype : out ? out->scalar_type() : self.scalar_type();
-  TORCH_CHECK(at::isFloatingType(rt),
+  TORCH_CHECK(at::isFloatingType(rt) || at::isComplexType(rt),
               "mean(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. "
               "Got: ", rt);
   Kernel k("aten::mean", self);

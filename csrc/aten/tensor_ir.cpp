@@ -31,9 +31,12 @@ DType to_ir(at::ScalarType t) {
     case at::kDouble: return DType::kF64;
     case at::kUInt32: return DType::kU32;
     case at::kUInt64: return DType::kU64;
+    case at::kComplexFloat: return DType::kC64;
+    case at::kComplexDouble: return DType::kC128;
     default:
       TORCH_CHECK_TYPE(false, "tpu does not support dtype ", t,
-                       " (supported: bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64)");
+                       " (supported: bool, uint8, int8, int16, int32, int64, uint32, uint64, float16, bfloat16, "
+                       "float32, float64, complex64, complex128)");
   }
 }
 
@@ -51,6 +54,8 @@ at::ScalarType to_aten(DType t) {
     case DType::kF64: return at::kDouble;
     case DType::kU32: return at::kUInt32;
     case DType::kU64: return at::kUInt64;
+    case DType::kC64: return at::kComplexFloat;
+    case DType::kC128: return at::kComplexDouble;
   }
   return at::kFloat;
 }
@@ -353,9 +358,13 @@ Value Kernel::in(const at::Tensor& t, at::ScalarType as) {
   TORCH_CHECK(t.device() == device_, "Expected all tensors to be on the same device, but found at least two devices, ",
               device_, " and ", t.device(), "! (in ", op_, ")");
   DType stored = to_ir(t.scalar_type());
+  if (ir::is_complex(stored) || ir::is_complex(to_ir(as))) check_complex(t.scalar_type());
   read_.push_back(storage_value(t));
   if (elementwise_ && operands_.empty()) inputs_.push_back(t);
   Value v = og_.read(read_.back(), stored, view_meta(t));
+  // PyTorch's lazy conjugate and negative views are applied as read.
+  if (t.is_conj()) v = b().conj(v);
+  if (t.is_neg()) v = b().neg(v);
   return b().convert(v, to_ir(as));
 }
 
@@ -375,9 +384,17 @@ Value Kernel::scalar(const c10::Scalar& s, at::ScalarType as) {
   } else if (s.isIntegral(false)) {
     v = eager::HostScalar::of_int(s.toLong());
   } else {
-    TORCH_CHECK(!s.isComplex(), op_, ": complex scalars are not supported on tpu");
+    if (s.isComplex()) {
+      check_complex(at::kComplexDouble);
+      const c10::complex<double> z = s.toComplexDouble();
+      const DType part = ir::is_complex(to_ir(as)) ? ir::real_of(to_ir(as)) : DType::kF64;
+      Value c = b().complex(og_.scalar(part, eager::HostScalar::of_float(z.real())),
+                            og_.scalar(part, eager::HostScalar::of_float(z.imag())));
+      return b().convert(c, to_ir(as));
+    }
     v = eager::HostScalar::of_float(s.toDouble());
   }
+  if (ir::is_complex(to_ir(as))) return b().convert(og_.scalar(ir::real_of(to_ir(as)), v), to_ir(as));
   return og_.scalar(to_ir(as), v);
 }
 
@@ -429,8 +446,14 @@ at::Tensor Kernel::out(Value v, at::ScalarType dtype) {
   return t;
 }
 
+void Kernel::check_complex(at::ScalarType t) const {
+  TORCH_CHECK_TYPE(complex_supported(op_), op_, ": complex tensors (", t,
+                   ") are not supported on tpu yet; the complex ops are listed in csrc/aten/kernels_complex.cpp");
+}
+
 void Kernel::into(const at::Tensor& dst, Value v) {
   TORCH_CHECK(dst.device() == device_, op_, ": output is on ", dst.device(), ", expected ", device_);
+  if (dst.is_complex()) check_complex(dst.scalar_type());
   ops::ViewMeta meta = view_meta(dst);
   if (b().dims(v) != meta.sizes) v = b().broadcast_to(v, meta.sizes);
   og_.write(storage_value(dst), to_ir(dst.scalar_type()), meta, v);

@@ -51,6 +51,8 @@ class Kernel {
 
   // The tensor's value, converted to `as` (CPU 0-d tensors become scalars).
   Value in(const at::Tensor& t, at::ScalarType as);
+  // Raises a TypeError unless this kernel is right for complex operands.
+  void check_complex(at::ScalarType t) const;
   Value in(const at::Tensor& t) { return in(t, t.scalar_type()); }
   Value scalar(const c10::Scalar& s, at::ScalarType as);
   // Scalars drawn from `source` now and again on every run of a compiled
@@ -148,6 +150,11 @@ std::vector<CheckRecord> take_checks(const std::function<bool(const at::Tensor&)
 // Runs the kernel body, turning lowering errors into Python-visible errors
 // that name the op.
 [[noreturn]] void rethrow_lowering(const char* op, const std::exception& e);
+// Whether kernel `op` ("aten::mul.out") is right for complex operands
+// (kernels_complex.cpp keeps the list); others refuse them.
+bool complex_supported(const char* op);
+// sgn of a complex value: z / |z|, 0 at 0.
+Value complex_sgn(Builder& b, Value z);
 // An error of queued device work as a Python error (torch.OutOfMemoryError
 // for out of memory, else RuntimeError).
 [[noreturn]] void rethrow_device_error(const eager::DeviceError& e);

@@ -26,6 +26,19 @@ bool OpGraph::reads(const StorageValue* s) const {
 ir::Value OpGraph::reinterpret(ir::Value v, ir::DType to) {
   const ir::DType from = g_.type(v).dtype;
   if (from == to) return v;
+  // Complex values are pairs of reals in memory (re, im), as in PyTorch.
+  if (ir::is_complex(from)) {
+    const int64_t m = g_.type(v).dims[0];
+    ir::Value pairs = b_.concatenate({b_.reshape(b_.real(v), {m, 1}), b_.reshape(b_.imag(v), {m, 1})}, 1);
+    return reinterpret(b_.reshape(pairs, {2 * m}), to);
+  }
+  if (ir::is_complex(to)) {
+    ir::Value parts = reinterpret(v, ir::real_of(to));
+    const int64_t k = g_.type(parts).dims[0] / 2;
+    if (2 * k != g_.type(parts).dims[0]) parts = b_.slice(parts, {0}, {2 * k});
+    ir::Value grouped = b_.reshape(parts, {k, 2});
+    return b_.reshape(b_.complex(b_.slice_dim(grouped, 1, 0, 1), b_.slice_dim(grouped, 1, 1, 2)), {k});
+  }
   if (from == ir::DType::kBool) return reinterpret(b_.convert(v, ir::DType::kU8), to);
   if (to == ir::DType::kBool) return b_.convert(reinterpret(v, ir::DType::kU8), to);
   const int64_t m = g_.type(v).dims[0], sf = ir::byte_size(from), st = ir::byte_size(to);

@@ -108,6 +108,8 @@ pjrt::ElementType to_pjrt(ir::DType t) {
     case ir::DType::kF64: return E::kF64;
     case ir::DType::kU32: return E::kU32;
     case ir::DType::kU64: return E::kU64;
+    case ir::DType::kC64: return E::kC64;
+    case ir::DType::kC128: return E::kC128;
   }
   return E::kF32;
 }
@@ -572,6 +574,8 @@ pjrt::BufferPtr Runtime::scalar_buffer(ir::DType dtype, HostScalar s, int device
     case ir::DType::kU64: { uint64_t v = s.integral ? static_cast<uint64_t>(s.i) : static_cast<uint64_t>(s.d); std::memcpy(buf, &v, 8); break; }
     case ir::DType::kF32: { float v = to_float<float>(s); std::memcpy(buf, &v, 4); break; }
     case ir::DType::kF64: { double v = to_float<double>(s); std::memcpy(buf, &v, 8); break; }
+    case ir::DType::kC64: case ir::DType::kC128:
+      throw std::logic_error("scalar_buffer: complex scalars are passed as their real and imaginary parts");
     case ir::DType::kF16: case ir::DType::kBF16: {
       // Converted on the device from f32 to keep rounding XLA's.
       throw std::logic_error("scalar_buffer: 16-bit scalars are passed as f32");

@@ -16,6 +16,8 @@ const char* mlir_name(DType t) {
     case DType::kF64: return "f64";
     case DType::kU32: return "ui32";
     case DType::kU64: return "ui64";
+    case DType::kC64: return "complex<f32>";
+    case DType::kC128: return "complex<f64>";
   }
   return "?";
 }
@@ -25,7 +27,8 @@ int64_t byte_size(DType t) {
     case DType::kBool: case DType::kU8: case DType::kS8: return 1;
     case DType::kS16: case DType::kF16: case DType::kBF16: return 2;
     case DType::kS32: case DType::kF32: case DType::kU32: return 4;
-    case DType::kS64: case DType::kF64: case DType::kU64: return 8;
+    case DType::kS64: case DType::kF64: case DType::kU64: case DType::kC64: return 8;
+    case DType::kC128: return 16;
   }
   return 0;
 }
@@ -36,6 +39,8 @@ bool is_float(DType t) {
 bool is_signed_int(DType t) {
   return t == DType::kS8 || t == DType::kS16 || t == DType::kS32 || t == DType::kS64;
 }
+bool is_complex(DType t) { return t == DType::kC64 || t == DType::kC128; }
+DType real_of(DType t) { return t == DType::kC64 ? DType::kF32 : t == DType::kC128 ? DType::kF64 : t; }
 bool is_unsigned_int(DType t) {
   return t == DType::kU8 || t == DType::kU32 || t == DType::kU64;
 }

@@ -47,6 +47,7 @@ uint16_t f32_to_f16_bits(float f) {
 
 std::string literal(DType t, double v) {
   char buf[64];
+  if (is_complex(t)) return "(" + literal(real_of(t), v) + ", " + literal(real_of(t), 0) + ")";
   switch (t) {
     case DType::kBool: return v != 0 ? "true" : "false";
     case DType::kF64: {

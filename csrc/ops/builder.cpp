@@ -57,6 +57,10 @@ double Builder::highest(DType t) {
 }
 
 Value Builder::constant(DType t, double v, Dims dims) {
+  if (ir::is_complex(t)) {  // (v, 0): complex literals are built from real ones
+    const DType r = ir::real_of(t);
+    return complex(constant(r, v, dims), constant(r, 0, dims));
+  }
   if (dims.empty()) return g_.constant(t, v);
   // A 0-d constant broadcast keeps the literal small.
   Value c = g_.constant(t, v);
@@ -96,7 +100,9 @@ Value Builder::binary_bcast(const char* op, Value a, Value b) {
   return g_.add(op, {a, b}, type(a));
 }
 
-Value Builder::is_finite(Value a) { return g_.add("stablehlo.is_finite", {a}, ir::Type{DType::kBool, dims(a)}); }
+Value Builder::is_finite(Value a) {
+  if (ir::is_complex(dtype(a))) return logical_and(is_finite(real(a)), is_finite(imag(a)));
+  return g_.add("stablehlo.is_finite", {a}, ir::Type{DType::kBool, dims(a)}); }
 
 Value Builder::compare(Value a, Value b, Cmp cmp) {
   if (dims(a) != dims(b)) {
@@ -107,6 +113,11 @@ Value Builder::compare(Value a, Value b, Cmp cmp) {
   // The comparison type is explicit: XLA's simplifier has been seen to
   // compare size-1 signed values as unsigned without it.
   const DType t = dtype(a);
+  if (ir::is_complex(t)) {  // equality of both parts; complex numbers have no order
+    if (cmp != Cmp::kEQ && cmp != Cmp::kNE) throw LoweringError("complex numbers cannot be ordered");
+    Value eq = logical_and(compare(real(a), real(b), Cmp::kEQ), compare(imag(a), imag(b), Cmp::kEQ));
+    return cmp == Cmp::kEQ ? eq : logical_not(eq);
+  }
   const char* type = is_float(t) ? "#stablehlo<comparison_type FLOAT>"
                      : is_signed_int(t) ? "#stablehlo<comparison_type SIGNED>"
                                         : "#stablehlo<comparison_type UNSIGNED>";
@@ -125,6 +136,17 @@ Value Builder::select(Value pred, Value t, Value f) {
 
 Value Builder::convert(Value a, DType t) {
   if (dtype(a) == t) return a;
+  // PyTorch's casts: a real value becomes (x, 0); a complex one keeps its
+  // real part (and bool is "!= 0" of both parts).
+  if (ir::is_complex(t)) {
+    if (ir::is_complex(dtype(a))) return complex(convert(real(a), ir::real_of(t)), convert(imag(a), ir::real_of(t)));
+    const Value re = convert(a, ir::real_of(t));
+    return complex(re, zeros_like(re));
+  }
+  if (ir::is_complex(dtype(a))) {
+    if (t == DType::kBool) return logical_or(convert(real(a), t), convert(imag(a), t));
+    return convert(real(a), t);
+  }
   if (t == DType::kBool) {
     // Conversion to bool is "!= 0", as in PyTorch.
     return compare(a, constant(dtype(a), 0, dims(a)), Cmp::kNE);
@@ -134,6 +156,39 @@ Value Builder::convert(Value a, DType t) {
   // into a select, which drops the NaN of inf * 0 and the sign of -x * 0.
   if (dtype(a) == DType::kBool && is_float(t)) return select(a, constant(t, 1, dims(a)), constant(t, 0, dims(a)));
   return g_.add("stablehlo.convert", {a}, Type{t, dims(a)});
+}
+
+Value Builder::complex(Value re, Value im) {
+  const DType r = dtype(re);
+  const DType c = r == DType::kF64 ? DType::kC128 : DType::kC64;
+  if (r != ir::real_of(c)) re = convert(re, ir::real_of(c));
+  if (dtype(im) != ir::real_of(c)) im = convert(im, ir::real_of(c));
+  if (dims(re) != dims(im)) {
+    Dims out = broadcast_shapes(dims(re), dims(im));
+    re = broadcast_to(re, out);
+    im = broadcast_to(im, out);
+  }
+  return g_.add("stablehlo.complex", {re, im}, Type{c, dims(re)});
+}
+
+Value Builder::abs(Value a) {
+  if (!ir::is_complex(dtype(a))) return unary("stablehlo.abs", a);
+  return g_.add("stablehlo.abs", {a}, Type{ir::real_of(dtype(a)), dims(a)});
+}
+
+Value Builder::real(Value a) {
+  if (!ir::is_complex(dtype(a))) return a;
+  return g_.add("stablehlo.real", {a}, Type{ir::real_of(dtype(a)), dims(a)});
+}
+
+Value Builder::imag(Value a) {
+  if (!ir::is_complex(dtype(a))) return zeros_like(a);
+  return g_.add("stablehlo.imag", {a}, Type{ir::real_of(dtype(a)), dims(a)});
+}
+
+Value Builder::conj(Value a) {
+  if (!ir::is_complex(dtype(a))) return a;
+  return complex(real(a), neg(imag(a)));
 }
 
 // PyTorch's CPU conversion (x86's): truncation toward zero; NaN and values

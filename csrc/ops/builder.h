@@ -68,7 +68,7 @@ class Builder {
   Value sqrt(Value a) { return unary("stablehlo.sqrt", a); }
   Value rsqrt(Value a) { return unary("stablehlo.rsqrt", a); }
   Value tanh(Value a) { return unary("stablehlo.tanh", a); }
-  Value abs(Value a) { return unary("stablehlo.abs", a); }
+  Value abs(Value a);  // of a complex value: its magnitude (a real value)
   Value floor(Value a) { return unary("stablehlo.floor", a); }
   Value ceil(Value a) { return unary("stablehlo.ceil", a); }
   Value round_even(Value a) { return unary("stablehlo.round_nearest_even", a); }
@@ -94,6 +94,11 @@ class Builder {
   // Elementwise conversion with PyTorch's semantics (to bool: != 0; float
   // to integer: see float_to_int).
   Value convert(Value a, DType t);
+  // Complex values: built from parts, their parts (real types), conjugate.
+  Value complex(Value re, Value im);
+  Value real(Value a);  // a itself when a is real
+  Value imag(Value a);  // zeros when a is real
+  Value conj(Value a);  // a itself when a is real
   Value float_to_int(Value a, DType t);
   Value bitcast_convert(Value a, DType t);
 

@@ -152,6 +152,7 @@ Value nan_to_num(Builder& b, Value x, Value nan, Value posinf, Value neginf) {
 }
 
 Value angle(Builder& b, Value x) {
+  if (ir::is_complex(b.dtype(x))) return b.atan2(b.imag(x), b.real(x));
   return b.select(isnan(b, x), x, sel(b, lt(b, x, 0), M_PI, b.zeros_like(x)));
 }
 

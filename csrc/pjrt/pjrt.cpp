@@ -132,7 +132,9 @@ int64_t element_size(ElementType t) {
     case ElementType::kF32: return 4;
     case ElementType::kS64:
     case ElementType::kU64:
-    case ElementType::kF64: return 8;
+    case ElementType::kF64:
+    case ElementType::kC64: return 8;
+    case ElementType::kC128: return 16;
   }
   throw Error(PJRT_Error_Code_INVALID_ARGUMENT,
               "element_size: unsupported element type " + std::to_string(static_cast<int>(t)));

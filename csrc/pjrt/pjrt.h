@@ -23,7 +23,7 @@ namespace torchtpu::pjrt {
 // Element types, numbered as PJRT_Buffer_Type in pjrt_c_api.h.
 enum class ElementType : int {
   kPred = 1, kS8 = 2, kS16 = 3, kS32 = 4, kS64 = 5, kU8 = 6, kU16 = 7,
-  kU32 = 8, kU64 = 9, kF16 = 10, kF32 = 11, kF64 = 12, kBF16 = 13,
+  kU32 = 8, kU64 = 9, kF16 = 10, kF32 = 11, kF64 = 12, kBF16 = 13, kC64 = 14, kC128 = 15,
 };
 int64_t element_size(ElementType t);
 

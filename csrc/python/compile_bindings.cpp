@@ -44,6 +44,8 @@ at::ScalarType scalar_type_of(pjrt::ElementType t) {
     case E::kF32: return at::kFloat;
     case E::kF64: return at::kDouble;
     case E::kBF16: return at::kBFloat16;
+    case E::kC64: return at::kComplexFloat;
+    case E::kC128: return at::kComplexDouble;
   }
   TORCH_CHECK(false, "unknown PJRT element type ", static_cast<int>(t));
 }
