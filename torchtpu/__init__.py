@@ -70,6 +70,7 @@ if not _running_env_report():
     from . import distributed  # noqa: E402
     distributed._register()
     from . import data  # noqa: E402,F401
+    from . import flex_attention  # noqa: E402,F401
 
     def _route_inductor():
         """torch.compile's default backend on tpu tensors becomes "tpu"
@@ -77,8 +78,21 @@ if not _running_env_report():
         wrapper = torch._TorchCompileInductorWrapper
         original = wrapper.__call__
 
+        def makes_tpu_tensors(model_):
+            """A graph that takes no tpu tensor but makes some (create_block_mask's
+            aranges on device="tpu"): its nodes' example values say so."""
+            for n in getattr(getattr(model_, "graph", None), "nodes", ()):
+                v = n.meta.get("example_value", n.meta.get("val"))
+                if isinstance(v, torch.Tensor) and v.device.type == "tpu":
+                    return True
+                d = n.kwargs.get("device")
+                if isinstance(d, (str, torch.device)) and torch.device(d).type == "tpu":
+                    return True
+            return False
+
         def __call__(self, model_, inputs_, *args, **kwargs):
-            if any(isinstance(t, torch.Tensor) and t.device.type == "tpu" for t in inputs_):
+            if (any(isinstance(t, torch.Tensor) and t.device.type == "tpu" for t in inputs_)
+                    or makes_tpu_tensors(model_)):
                 from . import dynamo
                 return dynamo._compile_inductor_request(model_, inputs_)
             return original(self, model_, inputs_, *args, **kwargs)

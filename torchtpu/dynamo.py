@@ -117,19 +117,39 @@ class _Program:
         new = self.program.run(args)
         if new is None or self.direct:
             return new
-        out = []
-        for kind, *rest in self.template:
+        return _results(self.template, new, args)
+
+
+def _results(template, new, args):
+    """A call's results from its template: `new` holds the program's new
+    tensors, `args` the call's arguments. The views and empty tensors made
+    here are no ops of the graph, so dispatch modes do not see them: a mode
+    that pairs the ops of two calls (selective activation checkpointing
+    pairs a forward with its recomputation) sees every run of a program
+    alike, as it would a kernel's."""
+    out = []
+    with torch._C._DisableTorchDispatch():
+        for kind, *rest in template:
             if kind == "new":
                 out.append(new[rest[0]])
             elif kind == "alias":
-                i, size, stride, offset = rest
-                out.append(args[i].as_strided(size, stride, offset))
+                out.append(_alias(args[rest[0]], *rest[1:]))
             elif kind == "empty":
                 size, stride, dtype, device = rest
                 out.append(torch.empty_strided(size, stride, dtype=dtype, device=device))
             else:
                 out.append(rest[0])
-        return out
+    return out
+
+
+def _alias(base, size, stride, offset, dtype):
+    """A view of `base`'s storage with the given layout, in `dtype` (a
+    graph's output may view an input as another dtype)."""
+    if base.dtype != dtype:
+        # The whole storage as one row of `dtype` (element sizes are powers of two).
+        n = base.untyped_storage().nbytes() // dtype.itemsize * dtype.itemsize // base.dtype.itemsize
+        base = base.as_strided((n,), (1,), 0).view(dtype)
+    return base.as_strided(size, stride, offset)
 
 
 def _signature(args):
@@ -187,6 +207,9 @@ class _Graph:
 
     def _first(self, args, key):
         devices = {a.device for a in args if _is_tpu(a)}
+        if not any(isinstance(a, torch.Tensor) for a in args):
+            # A graph without tensor inputs that makes tpu tensors (create_block_mask): the current device's.
+            devices = {torch.device("tpu", torch.tpu.current_device())}
         if len(devices) != 1 or any(isinstance(a, torch.Tensor) and not _is_tpu(a) for a in args):
             self._remember(key, _EAGER)
             _warn(self.name, "its inputs are not tensors of one tpu device")
@@ -204,7 +227,7 @@ class _Graph:
         for i, a in enumerate(args):
             if _is_tpu(a) and _has_storage(a):
                 inputs.setdefault(a.untyped_storage().data_ptr(), i)
-        storages, storage_tensors, specs, template = {}, [], [], []
+        storages, storage_tensors, specs, template, new = {}, [], [], [], []
         replayable = True
         for o in outs:
             if not isinstance(o, torch.Tensor):
@@ -216,12 +239,13 @@ class _Graph:
             else:
                 ptr = o.untyped_storage().data_ptr()
                 if ptr in inputs:
-                    template.append(("alias", inputs[ptr], o.size(), o.stride(), o.storage_offset()))
+                    template.append(("alias", inputs[ptr], o.size(), o.stride(), o.storage_offset(), o.dtype))
                     continue
                 if ptr not in storages:
                     storages[ptr] = len(storage_tensors)
                     storage_tensors.append(o)
                 template.append(("new", len(specs)))
+                new.append(o)
                 specs.append((storages[ptr], list(o.size()), list(o.stride()), o.storage_offset(), o.dtype))
         program = capture.finish(list(args), storage_tensors, specs)
         if program is None or not replayable:
@@ -234,6 +258,12 @@ class _Graph:
             self._remember(key, _Program(program, template, _signature(args)))
             for r in _recorders:
                 r.append((self.name, program))
+            # This call returns what every later one will: the graph's views
+            # of its intermediates become plain tensors sharing their storage
+            # (as the program's results are), its views of inputs are rebuilt.
+            with torch._C._DisableTorchDispatch():
+                new = [o.detach() if o._is_view() else o for o in new]
+            outs = _results(template, new, args)
         return outs
 
 
