@@ -46,12 +46,21 @@ $(JAX_STAMP): requirements-jax.txt $(STAMP)
 	$(VPY) -m pip install -q -r requirements-jax.txt
 	touch $@
 
+# TorchTitan and what its llama3 runs import (tests/test_titan.py): pinned and
+# installed without dependencies beside the venv's packages, so pip never
+# touches torch.
+TITAN_SITE := $(VENV)/titan-site
+TITAN_STAMP := $(VENV)/.titan-installed
+$(TITAN_STAMP): tests/titan/requirements-titan.txt $(STAMP)
+	$(VPY) -m pip install -q --no-deps --target $(TITAN_SITE) -r tests/titan/requirements-titan.txt
+	touch $@
+
 build: setup
 	cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release \
 	  -DPython_EXECUTABLE=$(abspath $(VPY)) -DCMAKE_MAKE_PROGRAM=$(abspath $(VENV)/bin/ninja) >/dev/null
 	cmake --build build -j$(JOBS)
 
-test: build $(JAX_STAMP)
+test: build $(JAX_STAMP) $(TITAN_STAMP)
 	build/torchtpu_cpp_tests
 	$(VPY) -m pytest -q tests
 
