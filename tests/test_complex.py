@@ -248,3 +248,28 @@ def test_unlowered_complex_kernels_raise_a_clear_error():
     with pytest.raises(TypeError, match="not supported on tpu"):
         torch.special.erf(torch.view_as_real(t)).sum() + torch.erf(t)
     torchtpu.synchronize()
+
+
+@pytest.mark.usefixtures("each_mode")
+def test_data_movement_kernels():
+    """The kernels complex_supported() lists for moving values, against the CPU."""
+    a = crand(4, 5, seed=7)
+    A = a.to(dev)
+    idx = torch.tensor([3, 0, 2])
+    mask = a.real > 0
+    cases = [
+        lambda t: t.clone(), lambda t: t[idx.to(t.device)], lambda t: t.index_select(1, idx.to(t.device)),
+        lambda t: t.gather(1, idx.repeat(4, 1).to(t.device)), lambda t: t.flip(0), lambda t: t.roll(2, 1),
+        lambda t: torch.nn.functional.pad(t, (1, 2)), lambda t: t.repeat(2, 1), lambda t: t.tril(),
+        lambda t: t.triu(1), lambda t: torch.diag_embed(t[0]), lambda t: t.masked_fill(mask.to(t.device), 1 - 1j),
+        lambda t: t[mask.to(t.device)], lambda t: torch.stack([t, t.conj()]), lambda t: t.narrow(1, 1, 3).contiguous(),
+        lambda t: torch.zeros_like(t).scatter(1, idx.repeat(4, 1).to(t.device), t[:, :3]),
+        lambda t: torch.zeros_like(t).index_put((idx.to(t.device),), t[:3]),
+        lambda t: t.slice_scatter(t[:, :2] * 2, 1, 0, 2), lambda t: t.select_scatter(t[0] * 3, 0, 1),
+        lambda t: t.diagonal_scatter(t.diagonal() * 0, 0), lambda t: t.T.reshape(-1)[::3],
+        lambda t: torch.where(mask.to(t.device), t, 0),
+    ]
+    for i, fn in enumerate(cases):
+        got, want = fn(A), fn(a)
+        assert got.dtype == want.dtype, i
+        close(got, want)

@@ -3,6 +3,7 @@ reductions, NaN propagation, 64-bit integer scalars, arguments PyTorch
 refuses, and device-side checks (indices, targets, integer division by zero)
 raised at the op (Debug) or at the next sync point (Strict, Fused)."""
 import math
+import warnings
 
 import pytest
 import torch
@@ -450,3 +451,46 @@ def test_adaptive_avg_pool_nonfinite_stays_in_its_window(out):
 def test_native_layer_norm_saved_stats_have_input_dtype(dtype):
     x = torch.randn(2, 3, generator=torch.Generator().manual_seed(0)).to(dtype)
     same(lambda t: torch.native_layer_norm(t, (3,), None, None, 1e-5), x)
+
+
+def test_reductions_over_a_nonempty_dim_of_an_empty_tensor():
+    """As the CPU: an empty dim elsewhere gives empty results; an empty
+    reduced dim raises IndexError; argmax/argmin refuse bool."""
+    z = torch.empty(0, 4)
+    zt = z.to("tpu")
+    for fn in (lambda t: t.max(1), lambda t: t.min(1, keepdim=True)):
+        got, want = fn(zt), fn(z)
+        assert got.values.shape == want.values.shape and got.indices.shape == want.indices.shape
+    for fn in (lambda t: t.argmax(1), lambda t: t.argmin(1, keepdim=True)):
+        assert fn(zt).shape == fn(z).shape and fn(zt).dtype == torch.int64
+    for fn in (lambda t: t.max(0), lambda t: t.argmax(0)):
+        with pytest.raises(IndexError, match="Expected reduction dim 0 to have non-zero size"):
+            fn(z)
+        with pytest.raises(IndexError, match="Expected reduction dim 0 to have non-zero size"):
+            fn(zt)
+    b = torch.tensor([True, False, True])
+    for fn in (torch.argmax, torch.argmin):
+        with pytest.raises(RuntimeError, match="does not support bool input"):
+            fn(b)
+        with pytest.raises(RuntimeError, match="does not support bool input"):
+            fn(b.to("tpu"))
+
+
+def test_where_with_a_uint8_condition():
+    cond = torch.tensor([1, 0, 3, 0], dtype=torch.uint8)
+    a, b = torch.arange(4.0), -torch.arange(4.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the CPU's deprecation warning (once per process)
+        want = torch.where(cond, a, b)
+        got = torch.where(cond.to("tpu"), a.to("tpu"), b.to("tpu"))
+    assert torch.equal(got.cpu(), want)
+
+
+def test_remainder_with_a_number_first_runs_on_the_device():
+    torchtpu.debug.reset_metrics()
+    x = torch.tensor([2.0, -3.0, 0.0, 7.5, -0.5])
+    i = torch.tensor([2, -3, 7, 1])
+    got_f, got_i = 5 % x.to("tpu"), torch.remainder(-7, i.to("tpu"))
+    torch.testing.assert_close(got_f.cpu(), 5 % x, equal_nan=True)
+    assert torch.equal(got_i.cpu(), torch.remainder(-7, i))
+    assert "aten::remainder.Scalar_Tensor" not in torchtpu.debug.metrics()["cpu_fallbacks"]

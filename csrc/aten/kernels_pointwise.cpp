@@ -211,6 +211,10 @@ at::Tensor& pow_tt_out(const at::Tensor& a, const at::Tensor& e, at::Tensor& out
   binary("aten::pow.Tensor_Tensor_out", Kind::kArith, pow_lower, a, e, Dest::kOut, &out);
   return out;
 }
+// remainder with a Python number first (`5 % t`), as the CPU's.
+at::Tensor remainder_st(const at::Scalar& a, const at::Tensor& b) {
+  return binary("aten::remainder.Scalar_Tensor", Kind::kDivide, l_remainder, wrap(a), b, Dest::kNew);
+}
 at::Tensor pow_st(const at::Scalar& base, const at::Tensor& e) {
   return binary("aten::pow.Scalar", Kind::kArith, pow_lower, wrap(base), e, Dest::kNew);
 }
@@ -370,6 +374,7 @@ TPU_KERNELS(m) {
   m.out("pow.Tensor_Scalar_out", TORCH_FN(pow_ts_out), "pow.Tensor_Scalar", "pow_.Scalar");
   m.out("pow.Tensor_Tensor_out", TORCH_FN(pow_tt_out), "pow.Tensor_Tensor", "pow_.Tensor");
   m.impl("pow.Scalar", TORCH_FN(pow_st));
+  m.impl("remainder.Scalar_Tensor", TORCH_FN(remainder_st));
   m.out("atan2.out", TORCH_FN(tpu_atan2_out), "atan2", "atan2_");
   m.out("fmod.Tensor_out", TORCH_FN(tpu_fmod_out), "fmod.Tensor", "fmod_.Tensor");
   m.out("fmod.Scalar_out", TORCH_FN(tpu_fmod_s_out), "fmod.Scalar", "fmod_.Scalar");

@@ -136,7 +136,13 @@ Value arg_extreme(Builder& b, Value x, int64_t dim, bool is_max) {
 
 at::Tensor arg_impl(const char* op, bool is_max, const at::Tensor& self, std::optional<int64_t> dim, bool keepdim,
                     const at::Tensor* out = nullptr) {
-  TORCH_CHECK(self.numel() > 0, op, "(): Expected reduction dim to be specified for input.numel() == 0.");
+  const char* name = is_max ? "argmax" : "argmin";
+  TORCH_CHECK(self.scalar_type() != at::kBool, name, "(): does not support bool input");
+  TORCH_CHECK(self.numel() > 0 || dim, name, "(): Expected reduction dim to be specified for input.numel() == 0.");
+  if (dim && self.dim() > 0) {
+    const int64_t w = at::maybe_wrap_dim(*dim, self.dim());
+    TORCH_CHECK_INDEX(self.size(w) > 0, name, "(): Expected reduction dim ", w, " to have non-zero size.");
+  }
   Kernel k(op, self);
   Builder& b = k.b();
   Value x = k.in(self);
@@ -257,7 +263,12 @@ at::Tensor& hash_tensor_out(const at::Tensor& self, at::IntArrayRef dim, bool ke
 std::tuple<at::Tensor, at::Tensor> extreme_dim(const char* op, bool is_max, const at::Tensor& self, int64_t dim,
                                                bool keepdim, const at::Tensor* vo = nullptr,
                                                const at::Tensor* io = nullptr) {
-  TORCH_CHECK(self.numel() > 0, op, "(): Expected reduction dim ", dim, " to have non-zero size.");
+  // As the CPU's: only the reduced dim must be non-empty (an empty dim elsewhere gives empty results).
+  if (self.dim() > 0) {
+    const int64_t w = at::maybe_wrap_dim(dim, self.dim());
+    TORCH_CHECK_INDEX(self.size(w) > 0, is_max ? "max" : "min", "(): Expected reduction dim ", w,
+                      " to have non-zero size.");
+  }
   if (vo) {
     TORCH_CHECK(vo->scalar_type() == self.scalar_type(), "expected scalar type ", self.scalar_type(),
                 " but found ", vo->scalar_type());

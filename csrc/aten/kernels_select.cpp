@@ -97,8 +97,11 @@ at::Tensor where_impl(const at::Tensor& cond, const at::Tensor& a, const at::Ten
   c10::Device dev = target && target->defined() ? target->device()
                     : cond.device().is_privateuseone() ? cond.device()
                                                        : device_of(a, b);
-  TORCH_CHECK(cond.scalar_type() == at::kBool, "where expected condition to be a boolean tensor, but got a tensor with dtype ",
-              cond.scalar_type());
+  TORCH_CHECK(cond.scalar_type() == at::kBool || cond.scalar_type() == at::kByte,
+              "where expected condition to be a boolean tensor, but got a tensor with dtype ", cond.scalar_type());
+  if (cond.scalar_type() == at::kByte)  // as the CPU: accepted, read as != 0
+    TORCH_WARN_ONCE("where received a uint8 condition tensor. This behavior is deprecated and will be removed in a "
+                    "future version of PyTorch. Use a boolean condition instead.");
   at::ScalarType ct = at::result_type(a, b);
   Kernel k("aten::where", dev);
   k.elementwise({&cond, &a, &b});

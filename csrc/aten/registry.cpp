@@ -339,7 +339,7 @@ constexpr Row kTable[] = {
     {"pad",          "reflection_pad3d reflection_pad3d.out"},
     {"pad",          "reflection_pad3d_backward reflection_pad3d_backward.grad_input"},
     {"pointwise",    "relu relu_"},
-    {"pointwise",    "remainder.Scalar remainder.Scalar_out remainder.Tensor remainder.Tensor_out"},
+    {"pointwise",    "remainder.Scalar remainder.Scalar_Tensor remainder.Scalar_out remainder.Tensor remainder.Tensor_out"},
     {"pointwise",    "remainder_.Scalar remainder_.Tensor"},
     {"stats",        "renorm renorm.out renorm_"},
     {"compact",      "repeat_interleave.Tensor"},
