@@ -494,3 +494,32 @@ def test_remainder_with_a_number_first_runs_on_the_device():
     torch.testing.assert_close(got_f.cpu(), 5 % x, equal_nan=True)
     assert torch.equal(got_i.cpu(), torch.remainder(-7, i))
     assert "aten::remainder.Scalar_Tensor" not in torchtpu.debug.metrics()["cpu_fallbacks"]
+
+
+def test_cpu_index_tensors_in_advanced_indexing():
+    """As on CUDA: CPU index tensors (and Python sequences) index a tpu tensor."""
+    x = torch.arange(60.0).reshape(3, 4, 5)
+    i = torch.tensor([1, 0, 4])
+    assert torch.equal(x.to("tpu")[(0, 2, 1), (1, 3, 3), i].cpu(), x[(0, 2, 1), (1, 3, 3), i])
+    y, ref = x.to("tpu"), x.clone()
+    y[torch.tensor([0, 2]), 1] = -1.0
+    ref[torch.tensor([0, 2]), 1] = -1.0
+    v = torch.arange(10.0).reshape(2, 5)
+    y.index_put_((torch.tensor([1, 1]), torch.tensor([2, 2])), v.to("tpu"), accumulate=True)
+    ref.index_put_((torch.tensor([1, 1]), torch.tensor([2, 2])), v, accumulate=True)
+    assert torch.equal(y.cpu(), ref)
+    with pytest.raises(RuntimeError, match="same device"):  # index_select is stricter, as on CUDA
+        torch.index_select(x.to("tpu"), 0, torch.tensor([0]))
+
+
+def test_fractional_max_pool_takes_the_first_n_sample_rows():
+    for x, s in ((torch.randn(3, 8, 8), torch.rand(4, 3, 2)), (torch.randn(2, 3, 8, 8), torch.rand(5, 3, 2))):
+        want = F.fractional_max_pool2d(x, 2, output_size=4, _random_samples=s, return_indices=True)
+        got = F.fractional_max_pool2d(x.to("tpu"), 2, output_size=4, _random_samples=s.to("tpu"), return_indices=True)
+        assert torch.equal(got[0].cpu(), want[0]) and torch.equal(got[1].cpu(), want[1])
+    x, s = torch.randn(3, 6, 6, 6), torch.rand(2, 3, 3)
+    want = F.fractional_max_pool3d(x, 2, output_size=3, _random_samples=s)
+    assert torch.equal(F.fractional_max_pool3d(x.to("tpu"), 2, output_size=3, _random_samples=s.to("tpu")).cpu(), want)
+    with pytest.raises(RuntimeError, match="no less then input batch size"):
+        F.fractional_max_pool2d(torch.randn(2, 3, 8, 8).to("tpu"), 2, output_size=4,
+                                _random_samples=torch.rand(1, 3, 2).to("tpu"))

@@ -31,7 +31,8 @@ std::vector<at::Tensor> expand_indices(const at::Tensor& self, const c10::List<s
       if (i.defined())
         TORCH_CHECK_INDEX(at::isIntegralType(i.scalar_type(), false),
                           "tensors used as indices must be long, int, byte or bool tensors");
-      out.push_back(i);
+      // A CPU index tensor is accepted and moved once, as CUDA does.
+      out.push_back(i.defined() && !i.device().is_privateuseone() ? i.to(self.device()) : i);
     }
   }
   TORCH_CHECK_INDEX(static_cast<int64_t>(out.size()) <= self.dim(), "too many indices for tensor of dimension ",

@@ -367,9 +367,14 @@ std::tuple<at::Tensor, at::Tensor> fractional_impl(const char* op, size_t nsp, c
   check_float(op, self);
   TORCH_CHECK(kernel.size() == nsp && output_size.size() == nsp, op, ": kernel_size and output_size must have ", nsp,
               " elements");
-  const int64_t planes = self.numel() / c10::multiply_integers(self.sizes().end() - nsp, self.sizes().end());
-  TORCH_CHECK(samples.dim() == 3 && samples.size(-1) == static_cast<int64_t>(nsp) && samples.numel() / nsp == planes,
-              op, ": expected random_samples of shape [N, C, ", nsp, "], got ", samples.sizes());
+  // As the CPU's: at least N rows of samples (the first N are used; N is 1 unbatched), C columns.
+  const bool batched = self.dim() == static_cast<int64_t>(nsp) + 2;
+  const int64_t n = batched ? self.size(0) : 1, c = self.size(batched ? 1 : 0);
+  TORCH_CHECK(samples.dim() == 3 && samples.size(-1) == static_cast<int64_t>(nsp), op,
+              ": expected random_samples of shape [N, C, ", nsp, "], got ", samples.sizes());
+  TORCH_CHECK(samples.size(0) >= n, "Expect _random_samples.size(0) no less then input batch size.");
+  TORCH_CHECK(samples.size(1) == c, "Expect _random_samples.size(1) equals to input channel size.");
+  const at::Tensor used = samples.size(0) == n ? samples : samples.narrow(0, 0, n);
   for (size_t d = 0; d < nsp; ++d) {
     const int64_t in = self.size(self.dim() - nsp + d);
     TORCH_CHECK(kernel[d] > 0 && output_size[d] > 0, op, ": kernel_size and output_size must be positive");
@@ -378,7 +383,7 @@ std::tuple<at::Tensor, at::Tensor> fractional_impl(const char* op, size_t nsp, c
   }
   Kernel k(op, self);
   Builder& b = k.b();
-  ops::MaxPool r = ops::fractional_max_pool(b, k.in(self), k.in(samples, self.scalar_type()), to_dims(kernel),
+  ops::MaxPool r = ops::fractional_max_pool(b, k.in(self), k.in(used, self.scalar_type()), to_dims(kernel),
                                             to_dims(output_size));
   at::Tensor v = k.result(r.values, self.scalar_type(), out);
   at::Tensor i = k.result(r.indices, at::kLong, indices);
