@@ -98,6 +98,7 @@ void keep_host_copy(const eager::SlotPtr& slot, const at::Tensor& src, const at:
 }
 
 void from_cpu(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
+  eager::OpGraph::check_not_batching("a host-to-device copy");
   at::Tensor host = src.resolve_conj().resolve_neg().to(dst.scalar_type()).contiguous();
   if (host.sizes() != dst.sizes()) host = host.expand(dst.sizes()).contiguous();
   eager::Runtime& rt = eager::Runtime::get();

@@ -46,6 +46,7 @@ constexpr Row kTable[] = {
     {"complex",      "_fft_c2c _fft_c2c.out"},
     {"complex",      "_fft_c2r _fft_c2r.out"},
     {"complex",      "_fft_r2c _fft_r2c.out"},
+    {"foreach",      "_foreach_*"},  // every functional and in-place overload the family binds
     {"optim",        "_fused_adam_ _fused_adam_.tensor_lr"},
     {"optim",        "_fused_adamw_ _fused_adamw_.tensor_lr"},
     {"optim",        "_fused_sgd_ _fused_sgd_.tensor_lr"},
@@ -468,6 +469,7 @@ struct Bound {
   torch::CppFunction fn;
 };
 std::map<std::string, Bound>* sink = nullptr;  // during register_kernels()
+std::vector<std::pair<std::string, std::string>> table;  // kTable, its prefix rows expanded
 
 std::vector<std::pair<std::string, FamilyFn>>& families() {
   static std::vector<std::pair<std::string, FamilyFn>> v;
@@ -532,12 +534,12 @@ void Registrar::add(const char* name, torch::CppFunction f) {
               family_, ".cpp)");
 }
 
-std::vector<std::pair<std::string, std::string>> kernel_table() {
-  std::vector<std::pair<std::string, std::string>> out;
-  for (const Row& r : kTable)
-    for (const std::string& o : split(r.overloads)) out.emplace_back(o, r.family);
-  return out;
+void Registrar::boxed(const char* name, BoxedFn fn) {
+  add(name, torch::CppFunction::makeFromBoxedKernel(
+                c10::BoxedKernel::makeFromFunctor(std::make_unique<registry_detail::CountedBoxed>(counter(name), fn))));
 }
+
+std::vector<std::pair<std::string, std::string>> kernel_table() { return table; }
 
 void register_kernels() {
   static std::once_flag once;
@@ -552,9 +554,19 @@ void register_kernels() {
     static torch::Library lib(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
     std::string problems, last;
     for (const Row& row : kTable) {
-      for (const std::string& o : split(row.overloads)) {
+      std::vector<std::string> names = split(row.overloads);
+      if (names.size() == 1 && names[0].back() == '*') {  // a prefix row: its family's overloads of the prefix
+        const std::string prefix = names[0].substr(0, names[0].size() - 1);
+        std::map<std::pair<std::string, std::string>, std::string> sorted;
+        for (const auto& [o, b] : bound)
+          if (o.rfind(prefix, 0) == 0 && b.family == row.family) sorted[{sort_key(o), o}] = o;
+        names.clear();
+        for (const auto& kv : sorted) names.push_back(kv.second);
+      }
+      for (const std::string& o : names) {
         if (sort_key(o) < last) problems += "  out of order: " + o + "\n";
         last = sort_key(o);
+        table.emplace_back(o, row.family);
         auto it = bound.find(o);
         if (it == bound.end()) {
           problems += "  listed, bound by no family: " + o + "\n";

@@ -132,6 +132,19 @@ struct Inplace<F, List<B...>> {
   }
 };
 
+// A boxed kernel behind the call counter.
+struct CountedBoxed final : c10::OperatorKernel {
+  // The operator, its counted name ("aten::_foreach_add_.Scalar") and its stack.
+  using Fn = void (*)(const c10::OperatorHandle&, const char* name, torch::jit::Stack*);
+  CountedBoxed(eager::OpCounter* c, Fn f) : counter(c), fn(f) {}
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+    counter->inc();
+    fn(op, counter->name(), stack);
+  }
+  eager::OpCounter* counter;
+  Fn fn;
+};
+
 template <class F, class Sig = typename F::FuncType>
 struct OutForms;
 template <class F, class... A>
@@ -168,6 +181,9 @@ class Registrar {
     out(name, f, functional);
     add(inplace, registry_detail::InplaceForm<F>::type::make(counter(inplace)));
   }
+  // Binds a boxed kernel (it checks devices itself) to `name`.
+  using BoxedFn = registry_detail::CountedBoxed::Fn;
+  void boxed(const char* name, BoxedFn fn);
 
  private:
   eager::OpCounter* counter(const char* name);

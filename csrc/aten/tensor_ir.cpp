@@ -169,8 +169,14 @@ int set_precision_override(int precision) {
 }
 
 Kernel::Kernel(const char* op, c10::Device device)
-    : op_(op), device_(check_device(op, device)), og_(device.index(), op) {
-  og_.b().set_precision(matmul_precision());
+    : op_(op), device_(check_device(op, device)), batch_(KernelBatch::active(device)) {
+  if (batch_) {
+    og_ = &batch_->og_;
+  } else {
+    own_.emplace(device.index(), op);
+    og_ = &*own_;
+  }
+  og_->b().set_precision(matmul_precision());
 }
 
 c10::Device Kernel::check_device(const char* op, c10::Device device) {
@@ -299,40 +305,79 @@ std::vector<CheckRecord> take_checks(const std::function<bool(const at::Tensor&)
   return out;
 }
 
+namespace {
+
+// After an op's (or a batch's) graph was handed to the mode: queues its
+// checks, and in Fused Eager inside backward(), makes the end of backward a
+// sync point: the first op of a backward pass on the device queues a
+// callback that runs when it ends. It queues the pending graph of the
+// thread the pass belongs to, on this device only: other threads' graphs
+// (ranks that are threads) are cut where their own code says.
+void after_run(const eager::OpSite& site, c10::Device device, std::vector<CheckRecord> records) {
+  if (!records.empty() && !evaluating_checks) {
+    // A captured op's flag is a value of the program being captured: it is
+    // not read until the capture ends.
+    queue_checks(std::move(records), /*raise_in_debug=*/!eager::Capture::active(device.index()));
+  }
+  if (eager::Runtime::get().mode() == eager::EagerMode::kFused && torch::autograd::get_current_node()) {
+    const int task = torch::autograd::get_current_graph_task_id();
+    const int index = device.index();
+    auto& queued = flush_queued_for[std::min<size_t>(static_cast<size_t>(index), flush_queued_for.size() - 1)];
+    if (task != -1 && queued.exchange(task + 1) != task + 1) {
+      const uint64_t issuer = site.where.issuer;
+      torch::autograd::Engine::get_default_engine().queue_callback([index, issuer] {
+        eager::Runtime& rt = eager::Runtime::get();
+        std::lock_guard<std::recursive_mutex> lock(rt.device_lock(index));
+        rt.fused(index).flush_issuer(issuer);
+        eager::Capture::abandon_all(index, "a synchronization");
+      });
+    }
+  }
+}
+
+thread_local KernelBatch* active_batch = nullptr;
+
+}  // namespace
+
 void Kernel::run() {
+  std::vector<CheckRecord> records;
+  for (Check& c : checks_) records.push_back({std::move(c.flag), c.kind, std::move(c.what), og_->site()});
+  checks_.clear();
+  if (batch_) {
+    for (CheckRecord& r : records) batch_->checks_.push_back(std::move(r));
+    return;
+  }
+  try {
+    og_->run();
+  } catch (const eager::DeviceError& e) {
+    rethrow_device_error(e);
+  }
+  after_run(og_->site(), device_, std::move(records));
+}
+
+KernelBatch::KernelBatch(const char* op, c10::Device device) : device_(device), og_(device.index(), op) {
+  TORCH_INTERNAL_ASSERT(!active_batch, op, ": batches do not nest");
+  active_batch = this;
+  batching_.emplace();
+}
+
+bool KernelBatch::building() { return active_batch != nullptr; }
+
+KernelBatch::~KernelBatch() { active_batch = nullptr; }
+
+KernelBatch* KernelBatch::active(c10::Device device) {
+  return active_batch && active_batch->device_ == device ? active_batch : nullptr;
+}
+
+void KernelBatch::run() {
+  active_batch = nullptr;  // what follows is no longer part of the batch
+  batching_.reset();
   try {
     og_.run();
   } catch (const eager::DeviceError& e) {
     rethrow_device_error(e);
   }
-  if (!checks_.empty() && !evaluating_checks) {
-    const eager::OpSite site = og_.site();
-    std::vector<CheckRecord> records;
-    for (Check& c : checks_) records.push_back({std::move(c.flag), c.kind, std::move(c.what), site});
-    checks_.clear();
-    // A captured op's flag is a value of the program being captured: it is
-    // not read until the capture ends.
-    queue_checks(std::move(records), /*raise_in_debug=*/!eager::Capture::active(device_.index()));
-  }
-  // Fused Eager materializes at the end of backward(): the first op of a
-  // backward pass on the device queues a callback that runs when it ends.
-  // It queues the pending graph of the thread the pass belongs to, on this
-  // device only: other threads' graphs (ranks that are threads) are cut where
-  // their own code says.
-  if (eager::Runtime::get().mode() == eager::EagerMode::kFused && torch::autograd::get_current_node()) {
-    const int task = torch::autograd::get_current_graph_task_id();
-    const int device = device_.index();
-    auto& queued = flush_queued_for[std::min<size_t>(static_cast<size_t>(device), flush_queued_for.size() - 1)];
-    if (task != -1 && queued.exchange(task + 1) != task + 1) {
-      const uint64_t issuer = og_.site().where.issuer;
-      torch::autograd::Engine::get_default_engine().queue_callback([device, issuer] {
-        eager::Runtime& rt = eager::Runtime::get();
-        std::lock_guard<std::recursive_mutex> lock(rt.device_lock(device));
-        rt.fused(device).flush_issuer(issuer);
-        eager::Capture::abandon_all(device, "a synchronization");
-      });
-    }
-  }
+  after_run(og_.site(), device_, std::move(checks_));
 }
 
 void check_index(Kernel& k, Value idx, int64_t size, bool allow_negative, Kernel::CheckKind kind,
@@ -361,7 +406,7 @@ Value Kernel::in(const at::Tensor& t, at::ScalarType as) {
   if (ir::is_complex(stored) || ir::is_complex(to_ir(as))) check_complex(t.scalar_type());
   read_.push_back(storage_value(t));
   if (elementwise_ && operands_.empty()) inputs_.push_back(t);
-  Value v = og_.read(read_.back(), stored, view_meta(t));
+  Value v = og_->read(read_.back(), stored, view_meta(t));
   // PyTorch's lazy conjugate and negative views are applied as read.
   if (t.is_conj()) v = b().conj(v);
   if (t.is_neg()) v = b().neg(v);
@@ -371,7 +416,7 @@ Value Kernel::in(const at::Tensor& t, at::ScalarType as) {
 std::vector<Value> Kernel::drawn(const std::vector<at::ScalarType>& as, std::shared_ptr<eager::Redraw> source) {
   std::vector<ir::DType> dtypes;
   for (at::ScalarType t : as) dtypes.push_back(to_ir(t));
-  return og_.drawn_scalars(dtypes, std::move(source));
+  return og_->drawn_scalars(dtypes, std::move(source));
 }
 
 Value Kernel::scalar(const c10::Scalar& s, at::ScalarType as) {
@@ -388,14 +433,14 @@ Value Kernel::scalar(const c10::Scalar& s, at::ScalarType as) {
       check_complex(at::kComplexDouble);
       const c10::complex<double> z = s.toComplexDouble();
       const DType part = ir::is_complex(to_ir(as)) ? ir::real_of(to_ir(as)) : DType::kF64;
-      Value c = b().complex(og_.scalar(part, eager::HostScalar::of_float(z.real())),
-                            og_.scalar(part, eager::HostScalar::of_float(z.imag())));
+      Value c = b().complex(og_->scalar(part, eager::HostScalar::of_float(z.real())),
+                            og_->scalar(part, eager::HostScalar::of_float(z.imag())));
       return b().convert(c, to_ir(as));
     }
     v = eager::HostScalar::of_float(s.toDouble());
   }
-  if (ir::is_complex(to_ir(as))) return b().convert(og_.scalar(ir::real_of(to_ir(as)), v), to_ir(as));
-  return og_.scalar(to_ir(as), v);
+  if (ir::is_complex(to_ir(as))) return b().convert(og_->scalar(ir::real_of(to_ir(as)), v), to_ir(as));
+  return og_->scalar(to_ir(as), v);
 }
 
 // Batched column-major strides of `shape` (2 dims or more).
@@ -456,7 +501,7 @@ void Kernel::into(const at::Tensor& dst, Value v) {
   if (dst.is_complex()) check_complex(dst.scalar_type());
   ops::ViewMeta meta = view_meta(dst);
   if (b().dims(v) != meta.sizes) v = b().broadcast_to(v, meta.sizes);
-  og_.write(storage_value(dst), to_ir(dst.scalar_type()), meta, v);
+  og_->write(storage_value(dst), to_ir(dst.scalar_type()), meta, v);
 }
 
 void Kernel::into_resized(const at::Tensor& out, Value v) {

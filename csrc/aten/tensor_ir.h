@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 
 #include <functional>
+#include <optional>
 
 #include "eager/metrics.h"
 #include "eager/op_graph.h"
@@ -40,12 +41,15 @@ void check_same_device(const char* op, c10::Device device, std::initializer_list
 ops::Precision matmul_precision();
 int set_precision_override(int precision);  // returns the previous one
 
-// One op's graph at the tensor level.
+class KernelBatch;
+
+// One op's graph at the tensor level (inside a KernelBatch of its device,
+// the batch's graph).
 class Kernel {
  public:
   Kernel(const char* op, c10::Device device);
   Kernel(const char* op, const at::Tensor& any_device_tensor) : Kernel(op, any_device_tensor.device()) {}
-  Builder& b() { return og_.b(); }
+  Builder& b() { return og_->b(); }
   const char* op() const { return op_; }
   c10::Device device() const { return device_; }
 
@@ -90,7 +94,8 @@ class Kernel {
   enum class CheckKind { kIndex, kRuntime };
   void check(Value bad, CheckKind kind, std::string what);
   // Hands the graph to the mode; in Fused Eager inside backward(), also
-  // makes the end of backward a sync point.
+  // makes the end of backward a sync point. Inside a batch, leaves the
+  // graph (and the checks) to the batch's run().
   void run();
 
  private:
@@ -108,8 +113,11 @@ class Kernel {
   static c10::Device check_device(const char* op, c10::Device device);
   const char* op_;
   c10::Device device_;
-  eager::OpGraph og_;
+  KernelBatch* batch_;
+  std::optional<eager::OpGraph> own_;  // unless in a batch
+  eager::OpGraph* og_;
 };
+
 
 // For out= kernels over an implementation that takes `out` as an optional
 // pointer: the out tensor when the caller gave one, else nullptr (a new
@@ -139,6 +147,35 @@ struct CheckRecord {
   std::string what;
   eager::OpSite site;
 };
+
+// One op made of other ops' kernels: a foreach op, which PyTorch runs as one
+// op per tensor of its lists. While a batch lives on this thread, the
+// kernels of its device build into its one graph, and run() hands that
+// graph to the mode as one op (one program in Strict Eager, one append in
+// Fused Eager). Nothing is written before run(): when a kernel raises, or
+// reaches a sync point (eager::BatchInterrupted), every tensor keeps its
+// value. Batches do not nest: while one builds (building()), a foreach op
+// runs its kernels into it.
+class KernelBatch {
+ public:
+  KernelBatch(const char* op, c10::Device device);
+  ~KernelBatch();
+  KernelBatch(const KernelBatch&) = delete;
+  KernelBatch& operator=(const KernelBatch&) = delete;
+  void run();
+  // The batch of `device` building on this thread, or null.
+  static KernelBatch* active(c10::Device device);
+  // Whether a batch (of any device) builds on this thread.
+  static bool building();
+
+ private:
+  friend class Kernel;
+  c10::Device device_;
+  eager::OpGraph og_;
+  std::optional<eager::OpGraph::Batching> batching_;
+  std::vector<CheckRecord> checks_;
+};
+
 // Queues checks as an op does: for the next sync point of this thread (or
 // of any thread, inside a backward pass); Debug Eager raises at once when
 // `raise_in_debug`.

@@ -74,6 +74,30 @@ void FusedGraph::forget(StorageValue* s) {
   if (!capture_ || (p && s->param_gen == p->gen)) s->param_gen = 0;
 }
 
+namespace {
+// An op's fingerprint for the loop detector (in-process only): its kernel
+// (the name's address), its node count, the last node's op and the types of
+// what it reads and writes. Equal structure gives equal fingerprints; ops
+// that differ only in attributes may share one, which moves a cut, never a
+// result (each cut graph is keyed in full).
+uint64_t fingerprint(const ir::Graph& op, const std::vector<OpGraph::Input>& inputs,
+                     const std::vector<OpGraph::Output>& outputs, const OpSite& site) {
+  ir::Hasher h;
+  const std::vector<ir::Node>& nodes = op.nodes();
+  h.u64(reinterpret_cast<uintptr_t>(site.op));
+  h.u64(nodes.size());
+  if (!nodes.empty()) h.u64(reinterpret_cast<uintptr_t>(nodes.back().op));
+  auto type = [&](const ir::Type& t) {
+    h.u64(static_cast<uint64_t>(t.dtype) | (t.dims.size() << 8));
+    for (int64_t d : t.dims) h.u64(static_cast<uint64_t>(d));
+  };
+  for (const OpGraph::Input& in : inputs) type(op.type(in.param));
+  for (const OpGraph::Output& o : outputs) type(op.type(o.flat));
+  const ir::GraphKey k = h.key();
+  return k.hi ^ k.lo;
+}
+}  // namespace
+
 void FusedGraph::append(ir::Graph& op, const std::vector<OpGraph::Input>& inputs,
                         const std::vector<OpGraph::Output>& outputs, const OpSite& site) {
   // Whose graph the op joins; another thread's graph that holds one of its
@@ -98,7 +122,7 @@ void FusedGraph::append(ir::Graph& op, const std::vector<OpGraph::Input>& inputs
   for (const OpGraph::Output& o : outputs) settle_other(o.storage);
   Pending& p = *own;
 
-  const ir::GraphKey fp = ir::graph_key(op, ir::GraphKey{});
+  const uint64_t fp = fingerprint(op, inputs, outputs, site);
   std::vector<ir::Node>& nodes = op.mutable_nodes();
   // Where each node of the op's graph lands: parameters resolve to pending
   // values or parameters of this graph; other nodes are moved over.
@@ -156,7 +180,7 @@ void FusedGraph::append(ir::Graph& op, const std::vector<OpGraph::Input>& inputs
   if (capture_) return;
   if (!p.calls.empty()) last_op_ns_.store(steady_now_ns(), std::memory_order_relaxed);  // ranks only
   p.loop.set_max_ops(max_ops);
-  const LoopDetector::Cut cut = p.loop.record(fp.hi ^ fp.lo, p.ops);
+  const LoopDetector::Cut cut = p.loop.record(fp, p.ops);
   // No cut right after a collective: its group joins the graph first (join_group).
   if (!op.collectives.empty()) return;
   switch (cut) {

@@ -6,6 +6,17 @@
 
 namespace torchtpu::eager {
 
+namespace {
+thread_local int batching = 0;
+}  // namespace
+
+OpGraph::Batching::Batching() { ++batching; }
+OpGraph::Batching::~Batching() { --batching; }
+
+void OpGraph::check_not_batching(const char* what) {
+  if (batching > 0) throw BatchInterrupted(std::string(what) + " inside a batch of ops");
+}
+
 OpGraph::OpGraph(int device, const char* op)
     : entry_(/*admit=*/true),
       outer_(current_op()),

@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <utility>
 #include <vector>
 
@@ -29,8 +30,28 @@ struct RedrawRef {
   int index = 0;
 };
 
+// Raised at a sync point or a host-to-device copy reached while a batch of
+// ops builds one graph on this thread (OpGraph::Batching): the batch's
+// writes are in no storage yet, so it is abandoned (its ops may then run
+// one by one).
+struct BatchInterrupted : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 class OpGraph {
  public:
+  // While one lives on this thread, check_not_batching raises.
+  class Batching {
+   public:
+    Batching();
+    ~Batching();
+    Batching(const Batching&) = delete;
+    Batching& operator=(const Batching&) = delete;
+  };
+  // Sync points and uploads call it: raises BatchInterrupted naming `what`
+  // while a batch builds on this thread.
+  static void check_not_batching(const char* what);
+
   OpGraph(int device, const char* op);
   ops::Builder& b() { return b_; }
   int device() const { return device_; }

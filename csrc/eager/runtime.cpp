@@ -14,6 +14,7 @@
 #include "eager/capture.h"
 #include "eager/fused_graph.h"
 #include "eager/metrics.h"
+#include "eager/op_graph.h"
 
 namespace torchtpu::eager {
 
@@ -30,10 +31,7 @@ std::string human_bytes(int64_t n) {
   const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB"};
   double v = static_cast<double>(n);
   int u = 0;
-  while (v >= 1024 && u < 5) {
-    v /= 1024;
-    ++u;
-  }
+  for (; v >= 1024 && u < 5; ++u) v /= 1024;
   char buf[48];
   if (u == 0) {
     std::snprintf(buf, sizeof buf, "%lld bytes", static_cast<long long>(n));
@@ -387,6 +385,7 @@ void Runtime::flush_fused() {
 }
 
 pjrt::BufferPtr Runtime::device_value(StorageValue* s, const char* why) {
+  OpGraph::check_not_batching(why);
   Entry entry(/*admit=*/false);
   Capture::abandon_this_thread(why);
   SlotPtr slot;
@@ -420,6 +419,7 @@ void Runtime::synchronize() {
 
 void Runtime::upload_async(const void* data, std::shared_ptr<void> keep, ir::DType dtype, const ir::Dims& dims,
                            int device, SlotPtr slot, OpSite site) {
+  OpGraph::check_not_batching("a host-to-device copy");
   int64_t n = ir::byte_size(dtype);
   for (int64_t d : dims) n *= d;
   metrics().h2d_bytes += n;

@@ -14,9 +14,9 @@ inline uint64_t mix(uint64_t x) {
 }
 }  // namespace
 
-void Hasher::u64(uint64_t v) {
-  a_ = mix(a_ ^ (v + 0x9E3779B97F4A7C15ULL));
-  b_ = mix((b_ + v) * 0xD6E8FEB86659FD93ULL ^ 0x5851F42D4C957F2DULL);
+GraphKey Hasher::key() const {
+  const uint64_t hi = mix(a_ ^ mix(b_)), lo = mix(b_ + mix(a_ ^ 0x5851F42D4C957F2DULL));
+  return {hi, lo};
 }
 
 void Hasher::bytes(const void* data, size_t n) {
