@@ -1,18 +1,25 @@
 """Dispatch cost benchmark. Prints JSON lines:
-- the median cost per op of a small cached elementwise op (Strict mode, and
-  PyTorch CPU eager for reference), measured as wall time of a batch of ops
-  including the final synchronize;
+- the median cost per op of a small cached elementwise op (Strict and Fused
+  Eager, and PyTorch CPU eager for reference), measured as wall time of a
+  batch of ops including the final synchronize;
+- a foreach op over 53 tensors (an optimizer's step has ten): host time per
+  tensor in Strict and Fused Eager against the same per-tensor ops issued one
+  by one, and PyTorch CPU eager;
+- the compile time of a new single-op Strict program: small tensors (the
+  lower XLA optimization level) and large ones;
 - the GPT-style decoder's training step time in Debug, Strict and PyTorch CPU
   eager, all in this run.
 """
 import argparse
 import json
+import random
 import statistics
 import time
 
 import torch
 
 import torchtpu
+from torchtpu import debug
 from torchtpu.testing.models import CharData, TinyGPT
 
 
@@ -37,6 +44,41 @@ def per_op_us(device, ops, repeats):
         samples.append((time.perf_counter() - t0) / ops * 1e6)
     del z
     return statistics.median(samples)
+
+
+def foreach_us(device, mode, repeats=30, n=53):
+    """Host microseconds per tensor of torch._foreach_mul_ over n tensors,
+    and of the same mul_ issued tensor by tensor (the time to issue, not to run)."""
+    ps = [torch.randn(64, 64, device=device) for _ in range(n)]
+    sync = torchtpu.synchronize if device == "tpu" else (lambda: None)
+    ctx = torchtpu.eager_mode(mode) if device == "tpu" else _null()
+    out = {}
+    with ctx:
+        for name, fn in (("foreach", lambda: torch._foreach_mul_(ps, 0.999)),
+                         ("one_by_one", lambda: [p.mul_(0.999) for p in ps])):
+            samples = []
+            for r in range(repeats + 3):
+                t0 = time.perf_counter()
+                fn()
+                samples.append((time.perf_counter() - t0) / n * 1e6)
+                sync()
+            out[name] = statistics.median(samples[3:])
+    return out
+
+
+def strict_compile_ms(large, count=12):
+    """Mean compile time of new single-op Strict programs (gelu, a shape no
+    cache holds: the row count starts at a random offset)."""
+    start = random.randrange(100, 9000 - count)
+    before = debug.metrics()
+    with torchtpu.eager_mode("strict"):
+        for k in range(count):
+            rows = (10000 if large else 0) + start + k
+            torch.nn.functional.gelu(torch.ones(rows, 7, device="tpu"))
+        torchtpu.synchronize()
+    after = debug.metrics()
+    n = after["compilations"] - before["compilations"]
+    return (after["compile_seconds"] - before["compile_seconds"]) / max(n, 1) * 1e3
 
 
 def step_ms(device, mode, steps, width, layers, batch, seq):
@@ -87,6 +129,17 @@ def main():
     emit("dispatch", "strict", "per_op", strict, "us", op="add 64xf32")
     emit("dispatch", "cpu_eager", "per_op", cpu, "us", op="add 64xf32")
     emit("dispatch", "strict_vs_cpu", "ratio", strict / cpu, "x")
+    with torchtpu.eager_mode("fused"):
+        fused = per_op_us("tpu", args.ops, args.repeats)
+    emit("dispatch", "fused", "per_op", fused, "us", op="add 64xf32")
+    cpu_each = foreach_us("cpu", "cpu")
+    emit("foreach", "cpu_eager", "per_tensor", cpu_each["foreach"], "us", op="_foreach_mul_ 53x(64x64)")
+    for mode in ("strict", "fused"):
+        r = foreach_us("tpu", mode)
+        emit("foreach", mode, "per_tensor", r["foreach"], "us", op="_foreach_mul_ 53x(64x64)")
+        emit("foreach", mode, "per_tensor_one_by_one", r["one_by_one"], "us", op="mul_ 64x64")
+    emit("compile", "strict", "single_op_small", strict_compile_ms(False), "ms", op="gelu (100..9000)x7")
+    emit("compile", "strict", "single_op_large", strict_compile_ms(True), "ms", op="gelu (10100..19000)x7")
     shape = dict(width=64, layers=4, batch=4, seq=32)
     results = {}
     for device, mode in (("tpu", "debug"), ("tpu", "strict"), ("cpu", "cpu_eager")):

@@ -37,6 +37,21 @@ const std::string& compile_options() {
   return bytes;
 }
 
+// The options of a graph compiled at a lower backend optimization level.
+const std::string& compile_options(int opt_level) {
+  if (opt_level == 0) return compile_options();
+  if (opt_level != ir::Graph::kLightOptLevel) throw std::logic_error("no compile options for this optimization level");
+  static const std::string light = [] {
+    pjrt::CompileOptions o = base_options();
+    pjrt::OptionOverride level;
+    level.kind = pjrt::OptionOverride::kInt;
+    level.i = ir::Graph::kLightOptLevel;
+    o.env_overrides.emplace_back("xla_backend_optimization_level", level);
+    return o.encode();
+  }();
+  return light;
+}
+
 }  // namespace
 
 pjrt::ExecutablePtr Runtime::executable_for(const ir::Graph& g, bool* hit, const OpSite* site, bool helper,
@@ -49,7 +64,7 @@ pjrt::ExecutablePtr Runtime::executable_for(const ir::Graph& g, bool* hit, const
         ++compilations_;
         recompile_log().record(g, site ? *site : OpSite{}, helper, bucket);
         try {
-          return client_->compile(text, compile_options());
+          return client_->compile(text, compile_options(g.opt_level));
         } catch (const pjrt::Error& e) {
           throw std::runtime_error(std::string(e.what()) + "\nStableHLO:\n" + text);
         }

@@ -1,5 +1,7 @@
 #include "eager/op_graph.h"
 
+#include <algorithm>
+
 #include "eager/capture.h"
 #include "eager/fused_graph.h"
 #include "eager/metrics.h"
@@ -8,6 +10,10 @@ namespace torchtpu::eager {
 
 namespace {
 thread_local int batching = 0;
+// The most elements a value of a single-op program compiled at the lower
+// optimization level may have: below it the program's run time is
+// dominated by its launch, above it by code the higher level makes faster.
+constexpr int64_t kLightMaxElements = 1 << 16;
 }  // namespace
 
 OpGraph::Batching::Batching() { ++batching; }
@@ -168,6 +174,11 @@ void OpGraph::queue() {
     t->outputs.push_back(std::move(slot));
   }
   t->sites.push_back(site_);
+  // One op over small tensors compiles at the lower level (DESIGN decision 1).
+  int64_t largest = 0;
+  for (const ir::Node& n : g_.nodes())
+    for (const ir::Type& ty : n.results) largest = std::max(largest, ty.numel());
+  if (largest <= kLightMaxElements) g_.opt_level = ir::Graph::kLightOptLevel;
   t->graph = std::make_shared<const ir::Graph>(std::move(g_));
   Runtime::get().submit(std::move(t));
 }

@@ -107,6 +107,11 @@ class Graph {
   // Replicas the program runs as (mhlo.num_replicas): more than one only for
   // a program holding collectives over the devices of one client.
   int replicas = 1;
+  // XLA's backend (LLVM) optimization level to compile at; 0: XLA's highest
+  // (the default). Single-op programs over small tensors take a lower one:
+  // they compile faster and run about as fast.
+  int opt_level = 0;
+  static constexpr int kLightOptLevel = 1;  // the lower level
   // The nodes that are collectives (ops/collective.h), in issue order: Fused
   // Eager runs a program around them in stages when the ranks' programs
   // differ (ir/split.h).

@@ -82,6 +82,7 @@ GraphKey graph_key(const Graph& g, const GraphKey& salt) {
   for (const Value& v : g.outputs) h.u64((static_cast<uint64_t>(v.node) << 16) ^ v.index);
   h.u64(0xEEEE0000u + g.donations.size());
   if (g.replicas != 1) h.u64(0xDDDD0000u + static_cast<uint64_t>(g.replicas));
+  if (g.opt_level != 0) h.u64(0xCCCC0000u + static_cast<uint64_t>(g.opt_level));
   for (auto [p, o] : g.donations) h.u64((static_cast<uint64_t>(p) << 32) ^ static_cast<uint64_t>(o));
   return h.key();
 }

@@ -155,6 +155,12 @@ TEST(GraphKey, StructuralAndStable) {
   EXPECT_FALSE(ir::graph_key(add_graph({2, 3}), salt) == ir::graph_key(add_graph({2, 3}), ir::GraphKey{1, 3}));
 }
 
+TEST(GraphKey, OptimizationLevelMatters) {
+  Graph light = add_graph({2, 3});
+  light.opt_level = Graph::kLightOptLevel;
+  EXPECT_FALSE(ir::graph_key(light, {}) == ir::graph_key(add_graph({2, 3}), {}));
+}
+
 TEST(GraphKey, AttributesAndOpsMatter) {
   auto make = [](std::vector<int64_t> perm, const char* op) {
     Graph g;
