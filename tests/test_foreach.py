@@ -216,3 +216,19 @@ def test_foreach_optimizers_match_the_cpu(opt, each_mode):
             sched.step()
         return [p.detach().cpu() for p in model.parameters()]
     torch.testing.assert_close(go(DEV), go("cpu"), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("call", [
+    lambda a: torch.addcdiv(a, a, a + 1),
+    lambda a: torch.lerp(a, a, 0.5),
+    lambda a: torch.lerp(a, a, a),
+    lambda a: torch._foreach_addcdiv([a], [a], [a + 1]),
+    lambda a: torch._foreach_lerp([a], [a], 0.5),
+])
+def test_integer_addcdiv_and_lerp_are_refused_as_on_the_cpu(call, each_mode):
+    for dev in ("cpu", DEV):
+        with pytest.raises((RuntimeError, NotImplementedError)) as e:
+            call(torch.arange(4, device=dev))
+        if dev == "cpu":
+            want = (e.type, str(e.value).splitlines()[0][:40])
+    assert (e.type, str(e.value).splitlines()[0][:40]) == want

@@ -336,6 +336,15 @@ at::Tensor& div_mode_out(const at::Tensor& a, const at::Tensor& b, std::optional
 at::Tensor addc(const char* op, bool divide, const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2,
                 const at::Scalar& value, Dest dest, const at::Tensor* target) {
   c10::Device dev = target && target->defined() ? target->device() : self.device();
+  // PyTorch's message, word for word.
+  TORCH_CHECK(!divide || !at::isIntegralType(t1.scalar_type(), true) || !at::isIntegralType(t2.scalar_type(), true),
+              "Integer division with addcdiv is no longer supported, and in a future  ",
+              "release addcdiv will perform a true division of tensor1 and tensor2. ",
+              "The historic addcdiv behavior can be implemented as ",
+              "(input + value * torch.trunc(tensor1 / tensor2)).to(input.dtype) ", "for integer inputs and as ",
+              "(input + value * tensor1 / tensor2) for float inputs. ",
+              "The future addcdiv behavior is just the latter implementation: ",
+              "(input + value * tensor1 / tensor2), for all dtypes.");
   at::ScalarType ct = at::promote_types(at::result_type(self, t1), at::result_type(t1, t2));
   if (divide && at::isIntegralType(ct, true)) ct = at::typeMetaToScalarType(at::get_default_dtype());
   Kernel k(op, dev);

@@ -2,6 +2,8 @@
 // where, masked_fill, and activations with their derivatives (16-bit floats
 // in float32).
 
+#include <cstring>
+
 #include "aten/registry.h"
 #include "aten/opmath.h"
 #include "aten/pointwise.h"
@@ -19,6 +21,10 @@ at::Tensor lerp_impl(const char* op, const at::Tensor& self, const at::Tensor& e
                      Dest dest, const at::Tensor* target) {
   c10::Device dev = target && target->defined() ? target->device() : self.device();
   const at::ScalarType rt = self.scalar_type();
+  // As PyTorch's kernels, for floating and complex types only.
+  TORCH_CHECK_NOT_IMPLEMENTED(!at::isIntegralType(rt, /*includeBool=*/true), "\"",
+                              std::strstr(op, "Scalar") ? "lerp_kernel_scalar" : "lerp_kernel_tensor",
+                              "\" not implemented for '", c10::toString(rt), "'");
   // 16-bit floats compute in float32, as PyTorch's opmath type.
   const at::ScalarType ct = (rt == at::kHalf || rt == at::kBFloat16) ? at::kFloat : rt;
   Kernel k(op, dev);
