@@ -187,14 +187,64 @@ def test_logit_backward_and_clamp_tensor_out():
     assert_native()
 
 
-def test_zeta_beyond_the_unrolled_series_raises():
-    x = torch.tensor([3.0, 3.0], device="tpu")
-    q = torch.tensor([2.0, -40.5], device="tpu")
-    with pytest.raises(RuntimeError, match="not supported"):
-        torch.special.zeta(x, q).cpu()
-    assert math.isclose(torch.special.zeta(x[:1], q[:1]).item(), torch.special.zeta(torch.tensor(3.0),
-                                                                                  torch.tensor(2.0)).item(),
-                        rel_tol=1e-6)
+def test_zeta_and_polygamma_far_below_zero():
+    """Integer x with q far below zero sums about -q terms (one device loop), in
+    float64 for float32 inputs as the CPU does (the sum cancels heavily)."""
+    torchtpu.debug.reset_metrics()
+    q = torch.tensor([-17.5, -20.25, -40.5, -100.5, -1000.5, -16.25, 2.0, 5.0, 1e6, 1e9, -3.0, 0.0,
+                      float("inf"), -float("inf"), float("nan")])
+    for x in (2.0, 3.0, 4.0, 4.5):
+        same(torch.special.zeta, torch.full_like(q, x), q, rtol=1e-6, atol=0)
+        same(torch.special.zeta, torch.full_like(q, x).double(), q.double(), rtol=1e-12, atol=0)
+    near = torch.tensor([-40.3, -17.7, -16.5, -250.25, -1000.9, 3.5])
+    for n in (2, 3, 4):
+        same(lambda t: torch.polygamma(n, t), near, rtol=1e-6, atol=0)
+        same(lambda t: torch.polygamma(n, t), near.double(), rtol=1e-12, atol=0)
+    assert_native()
+
+
+def test_digamma_next_to_its_poles():
+    """The reflection's tangent takes the distance to the nearest integer,
+    so values next to the poles keep their digits (PyTorch's reference inputs
+    reach -6.99997)."""
+    torchtpu.debug.reset_metrics()
+    offsets = torch.tensor([1e-5, 3e-5, -3e-5, -1e-5, 1e-3, -1e-3, 0.25, -0.5])
+    poles = -torch.arange(0, 60, dtype=torch.float64)[:, None]
+    for dt, rtol in ((torch.float32, 1e-5), (torch.float64, 1e-10)):
+        x = (poles + offsets.double()).flatten().to(dt)
+        same(torch.digamma, x, rtol=rtol, atol=0)
+        same(lambda t: torch.polygamma(1, t), x, rtol=rtol, atol=0)
+    same(torch.digamma, torch.tensor([-6.99997, -1.0, -2.0, 0.0, -0.0]), rtol=1e-5, atol=0)
+    assert_native()
+
+
+def test_incomplete_gamma_at_huge_a():
+    """a around x far beyond what the series and the continued fraction
+    reach (Temme's expansion): float64 against the CPU's float64, and float32
+    against the float64 result (the CPU's float32 kernel loses digits here)."""
+    torchtpu.debug.reset_metrics()
+    a = torch.tensor([1e4, 2e4, 1e5, 3e5, 1e6, 1e8, 1e10, 1e12, 1e20, 1e30], dtype=torch.float64)
+    ratio = torch.tensor([0.9, 0.999, 1 - 1e-6, 1.0, 1 + 1e-6, 1.001, 1.1, 0.0, 1e-300, 10.0], dtype=torch.float64)
+    aa, xx = torch.meshgrid(a, ratio, indexing="ij")
+    xx = aa * xx
+    for fn in (torch.igamma, torch.igammac):
+        same(fn, aa, xx, rtol=1e-9, atol=1e-12)
+        a32, x32 = aa.float(), xx.float()
+        reference = fn(a32.double(), x32.double()).float()  # the float32 arguments, computed in float64
+        got = fn(a32.to("tpu"), x32.to("tpu")).cpu()
+        torch.testing.assert_close(got, reference, rtol=1e-5, atol=1e-6, equal_nan=True)
+    assert_native()
+
+
+def test_airy_ai_far_out_on_the_negative_axis():
+    """The phase 2/3 (-x)^1.5 is rounded as the CPU rounds it, so the
+    oscillating tail matches (PyTorch's reference inputs reach -13437.7)."""
+    torchtpu.debug.reset_metrics()
+    x = torch.cat([-torch.logspace(0, 5, 4000), torch.tensor([-13437.7, -2.09, -2.1, 2.09, 8.4, 100.0, 104.0])])
+    same(torch.special.airy_ai, x, rtol=1e-3, atol=1e-3)
+    # float64: one ulp of a phase near 2e7 is 4e-9 radians
+    same(torch.special.airy_ai, x.double(), rtol=1e-6, atol=1e-9)
+    assert_native()
 
 
 POLYNOMIALS = ["chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v",

@@ -1,5 +1,6 @@
 // Core kernels: factories, copies between devices and dtypes, fill, resize,
 // scalar reads, and the metadata-only view kernels.
+#include <ATen/EmptyTensor.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
@@ -147,6 +148,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   if (self.numel() == 0) return dst;
   bool src_dev = self.device().is_privateuseone(), dst_dev = dst.device().is_privateuseone();
   if (src_dev && dst_dev && self.device() == dst.device()) {
+    check_no_partial_overlap(dst, self);
     Kernel k("aten::_copy_from", dst);
     Value v = k.in(self, dst.scalar_type());  // applies self's conjugate and negative bits
     // Writing through a conjugate (negative) view stores the conjugate (negation).
@@ -184,37 +186,56 @@ at::Scalar local_scalar_dense(const at::Tensor& self) {
   return to_cpu(self).item();
 }
 
+// Grows self's storage to `needed` bytes, keeping its contents at the start
+// (zeros after), as PyTorch's storage resize does; every tensor of the
+// storage sees the larger one.
+void grow_storage(const at::Tensor& self, int64_t needed) {
+  eager::StorageValue* old = storage_value(self);
+  if (needed <= old->nbytes()) return;
+  c10::DeviceGuard guard(self.device());
+  c10::DataPtr fresh = device_allocator()->allocate(needed);
+  auto* fresh_value = static_cast<eager::StorageValue*>(fresh.get_context());
+  eager::OpGraph og(self.device().index(), "aten::resize_");  // holds the device lock
+  if (old->has_value()) {
+    DType dt = to_ir(self.scalar_type());
+    ir::Value flat = og.read_flat(old, dt);
+    int64_t n_new = fresh_value->numel(dt), n_old = og.b().dims(flat)[0];
+    ir::Value grown = og.b().pad(flat, og.b().constant(dt, 0), {0}, {n_new - n_old});
+    og.write(fresh_value, dt, ops::ViewMeta{{n_new}, {1}, 0}, grown);
+    og.run();
+  }
+  self.storage().set_data_ptr_noswap(std::move(fresh));
+  self.storage().set_nbytes(needed);
+}
+
 const at::Tensor& resize_(const at::Tensor& self, at::IntArrayRef size, std::optional<at::MemoryFormat> fmt) {
   auto* impl = self.unsafeGetTensorImpl();
   int64_t numel = c10::multiply_integers(size);
-  int64_t needed = (numel + self.storage_offset()) * static_cast<int64_t>(self.element_size());
-  eager::StorageValue* old = storage_value(self);
-  if (needed > old->nbytes()) {
-    // A larger storage keeps the old contents at its start, as PyTorch does.
-    c10::DeviceGuard guard(self.device());
-    c10::DataPtr fresh = device_allocator()->allocate(needed);
-    auto* fresh_value = static_cast<eager::StorageValue*>(fresh.get_context());
-    eager::OpGraph og(self.device().index(), "aten::resize_");  // holds the device lock
-    if (old->has_value()) {
-      DType dt = to_ir(self.scalar_type());
-      ir::Value flat = og.read_flat(old, dt);
-      int64_t n_new = fresh_value->numel(dt), n_old = og.b().dims(flat)[0];
-      ir::Value grown = og.b().pad(flat, og.b().constant(dt, 0), {0}, {n_new - n_old});
-      og.write(fresh_value, dt, ops::ViewMeta{{n_new}, {1}, 0}, grown);
-      og.run();
-    }
-    self.storage().set_data_ptr_noswap(std::move(fresh));
-    self.storage().set_nbytes(needed);
-  }
+  grow_storage(self, (numel + self.storage_offset()) * static_cast<int64_t>(self.element_size()));
   impl->set_sizes_contiguous(size);
   if (fmt && *fmt != at::MemoryFormat::Contiguous) impl->empty_tensor_restride(*fmt);
   return self;
 }
 
+// The elements of `t` once each: a dim of stride 0 (an expanded tensor)
+// writes one place, so fill_ with a number and zero_ write through size 1
+// there (the CPU fills expanded tensors so; other in-place ops, and fill_
+// with a tensor, refuse them).
+at::Tensor written_once(const at::Tensor& t) {
+  std::vector<int64_t> sizes = t.sizes().vec();
+  bool expanded = false;
+  for (size_t i = 0; i < sizes.size(); ++i)
+    if (sizes[i] > 1 && t.strides()[i] == 0) {
+      sizes[i] = 1;
+      expanded = true;
+    }
+  return expanded ? t.as_strided(sizes, t.strides(), t.storage_offset()) : t;
+}
+
 at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
   if (self.numel() == 0) return self;
   Kernel k("aten::fill_", self);
-  k.into(self, k.scalar(value, self.scalar_type()));
+  k.into(written_once(self), k.scalar(value, self.scalar_type()));
   k.run();
   return self;
 }
@@ -224,7 +245,7 @@ at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
               " dimensions.");
   if (self.numel() == 0) return self;
   Kernel k("aten::fill_", self);
-  k.into(self, k.in(value, self.scalar_type()));
+  k.into(self, k.in(value, self.scalar_type()));  // an expanded self raises, as the CPU's fill_.Tensor
   k.run();
   return self;
 }
@@ -232,7 +253,8 @@ at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
 at::Tensor& zero_(at::Tensor& self) {
   if (self.numel() == 0) return self;
   Kernel k("aten::zero_", self);
-  k.into(self, k.b().constant(to_ir(self.scalar_type()), 0, to_dims(self.sizes())));
+  const at::Tensor target = written_once(self);
+  k.into(target, k.b().constant(to_ir(self.scalar_type()), 0, to_dims(target.sizes())));
   k.run();
   return self;
 }
@@ -262,8 +284,12 @@ at::Tensor unfold(const at::Tensor& self, int64_t dim, int64_t size, int64_t ste
 at::Tensor& set_source_storage(at::Tensor& self, at::Storage source, int64_t offset, at::IntArrayRef size,
                                at::IntArrayRef stride) {
   TORCH_CHECK(source.device().is_privateuseone(), "set_: expected a tpu storage, got one on ", source.device());
+  TORCH_CHECK(offset >= 0, "Tensor: invalid storage offset ", offset);
   self.unsafeGetTensorImpl()->set_storage_keep_dtype(std::move(source));
   self.unsafeGetTensorImpl()->set_sizes_and_strides(size, stride, offset);
+  // A view reaching past the storage's end grows it, as on the CPU.
+  grow_storage(self, static_cast<int64_t>(
+                         at::detail::computeStorageNbytes(size, stride, self.element_size(), offset)));
   return self;
 }
 

@@ -251,10 +251,7 @@ at::Tensor polygamma_impl(const char* op, int64_t n, const at::Tensor& a, Dest d
   } else if (n == 1) {
     r = ops::trigamma(b, x);
   } else {
-    ops::Zeta z = ops::polygamma(b, n, x);
-    k.check(z.unsupported, Kernel::CheckKind::kRuntime,
-            std::string(op) + ": inputs below -16 are not supported on tpu (the series needs more terms)");
-    r = z.value;
+    r = ops::polygamma(b, n, x);
   }
   return finish(k, r, ct, dest, target);
 }
@@ -304,17 +301,16 @@ at::Tensor& heaviside_out(const at::Tensor& a, const at::Tensor& v, at::Tensor& 
   return out;
 }
 
-// Hurwitz zeta, float32 and float64 only (as the CPU kernel). Integer x with q
-// below -16 would need more terms than the unrolled series has: refused.
+// Hurwitz zeta, float32 and float64 only (as the CPU kernel).
 at::Tensor& special_zeta_out(const at::Tensor& x, const at::Tensor& q, at::Tensor& out) {
   const char* op = "aten::special_zeta.out";
   const at::ScalarType ct = compute_type("zeta", Rule::kNoHalf, at::result_type(x, q));
   Kernel k(op, out.device());
   k.elementwise({&x, &q});
-  ops::Zeta z = ops::zeta(k.b(), k.in(x, ct), k.in(q, ct));
-  k.check(z.unsupported, Kernel::CheckKind::kRuntime,
-          std::string(op) + ": integer x with q below -16 is not supported on tpu (the series needs more terms)");
-  finish(k, z.value, ct, Dest::kOut, &out);
+  // Summed in float64, as the CPU sums float32 in its accumulation type.
+  Builder& b = k.b();
+  Value z = ops::zeta(b, b.convert(k.in(x, ct), DType::kF64), b.convert(k.in(q, ct), DType::kF64));
+  finish(k, b.convert(z, to_ir(ct)), ct, Dest::kOut, &out);
   return out;
 }
 

@@ -121,8 +121,13 @@ Value norm_value(Kernel& k, Value x, const at::Scalar& ord, const std::vector<in
 
 at::Tensor vector_norm_impl(const at::Tensor& self, const at::Scalar& ord, at::OptionalIntArrayRef dim, bool keepdim,
                             std::optional<at::ScalarType> dtype, const at::Tensor* out) {
+  // The input's dtype first, as the CPU checks it (a dtype= does not make an
+  // integer input acceptable).
+  for (at::ScalarType t : {self.scalar_type(), dtype.value_or(self.scalar_type())})
+    TORCH_CHECK(at::isFloatingType(t) || at::isComplexType(t),
+                "linalg.vector_norm: Expected a floating point or complex tensor as input. Got ", t);
   at::ScalarType rt = dtype ? *dtype : self.scalar_type();
-  TORCH_CHECK(at::isFloatingType(rt), "linalg.vector_norm: Expected a floating point tensor as input. Got ", rt);
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(rt), "linalg.vector_norm: complex tensors are not supported on tpu");
   Kernel k("aten::linalg_vector_norm", self);
   auto dims = reduce_dims(self, dim);
   at::ScalarType ct = acc_type(rt);

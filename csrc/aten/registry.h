@@ -62,6 +62,11 @@ class DeviceCheck {
   std::optional<c10::Device> tpu_, other_;
 };
 
+// PyTorch's rule for a tensor written while `input` is read (TensorIterator's
+// assert_no_partial_overlap): the two may be the same elements, or apart,
+// but may not partly overlap (raises the CPU's error).
+void check_no_partial_overlap(const at::Tensor& written, const at::Tensor& input);
+
 namespace registry_detail {
 
 template <class... T>
@@ -94,6 +99,39 @@ struct Wrap<F, R(A...)> {
   static torch::CppFunction make(eager::OpCounter* c, Devices devices) {
     return torch::CppFunction([c, devices](A... a) -> R {
       check(c, devices, a...);
+      return (*F::func_ptr())(std::forward<A>(a)...);
+    });
+  }
+};
+
+// An out= kernel as registered: Wrap's checks, then no input may partly
+// overlap `out` (its last argument).
+struct OverlapCheck {
+  const at::Tensor& out;
+  void see(const at::Tensor& t) const {
+    if (&t != &out) check_no_partial_overlap(out, t);
+  }
+  void see(const std::optional<at::Tensor>& t) const {
+    if (t) see(*t);
+  }
+  void see(at::TensorList ts) const {
+    for (const at::Tensor& t : ts) see(t);
+  }
+  void see(const at::ITensorListRef& ts) const {
+    for (const at::Tensor& t : ts) see(t);
+  }
+  template <class T>
+  void see(const T&) const {}
+};
+template <class F, class Sig = typename F::FuncType>
+struct WrapOut;
+template <class F, class R, class... A>
+struct WrapOut<F, R(A...)> {
+  static torch::CppFunction make(eager::OpCounter* c) {
+    return torch::CppFunction([c](A... a) -> R {
+      check(c, Devices::kSame, a...);
+      const OverlapCheck oc{std::get<sizeof...(A) - 1>(std::forward_as_tuple(a...))};
+      (oc.see(a), ...);
       return (*F::func_ptr())(std::forward<A>(a)...);
     });
   }
@@ -172,8 +210,8 @@ class Registrar {
   // Binds the out= kernel `f` to `name` and derives from it the functional
   // overload `functional` and (second form) the in-place overload `inplace`.
   template <class F>
-  void out(const char* name, F f, const char* functional) {
-    impl(name, f);
+  void out(const char* name, F, const char* functional) {
+    add(name, registry_detail::WrapOut<F>::make(counter(name)));
     add(functional, registry_detail::OutForms<F>::functional::make(counter(functional)));
   }
   template <class F>

@@ -145,6 +145,21 @@ void check_same_device(const char* op, c10::Device device, std::initializer_list
   }
 }
 
+void check_no_partial_overlap(const at::Tensor& written, const at::Tensor& input) {
+  if (!written.defined() || !input.defined() || written.is_same(input)) return;
+  if (written.numel() == 0 || input.numel() == 0) return;
+  if (!written.device().is_privateuseone() || !input.device().is_privateuseone()) return;
+  // PyTorch judges dense tensors only (others are "too hard" to tell).
+  if (!written.is_non_overlapping_and_dense() || !input.is_non_overlapping_and_dense()) return;
+  if (storage_value(written) != storage_value(input)) return;
+  const int64_t wb = written.storage_offset() * written.element_size(), ib = input.storage_offset() * input.element_size();
+  const int64_t we = wb + written.numel() * written.element_size(), ie = ib + input.numel() * input.element_size();
+  const bool full = wb == ib && we == ie && written.strides() == input.strides();
+  TORCH_CHECK(full || !(wb < ie && ib < we),
+              "unsupported operation: some elements of the input tensor and the written-to tensor refer to a single "
+              "memory location. Please clone() the tensor before performing the operation.");
+}
+
 namespace {
 // Process-wide, like torch.set_float32_matmul_precision: backward ops run on
 // the autograd engine's threads and must see it too.

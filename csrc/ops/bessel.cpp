@@ -208,8 +208,16 @@ Value spherical_bessel_j0(Builder& b, Value x) {
 
 Value airy_ai(Builder& b, Value x) {
   const bool f64 = b.dtype(x) == DType::kF64;
+  // The phase 2/3 (-x)^1.5 is large (1e6 at x = -1e4), so one ulp of it
+  // moves the result: it is divided by 3 as the CPU divides, correctly
+  // rounded (XLA turns a division by a constant into a multiplication by
+  // its reciprocal, which rounds differently; float32 goes through float64,
+  // which rounds the same quotient).
+  auto third = [&](Value v) {
+    return f64 ? b.div(v, K(b, v, 3.0)) : b.convert(b.div(b.convert(v, DType::kF64), b.full_like(b.convert(v, DType::kF64), 3.0)), b.dtype(v));
+  };
   // x < -2.09: oscillating asymptotic form.
-  Value xi = b.div(b.mul(b.mul_c(x, -2.0), b.sqrt(b.neg(x))), K(b, x, 3.0));
+  Value xi = third(b.mul(b.mul_c(x, -2.0), b.sqrt(b.neg(x))));
   Value z = b.div(K(b, x, 1.0), xi);
   Value zz = b.mul(z, z);
   Value t = b.add_c(xi, 0.25 * M_PI);
@@ -218,7 +226,7 @@ Value airy_ai(Builder& b, Value x) {
   Value neg = b.mul(b.div(K(b, x, 5.64189583547756286948e-01), b.sqrt(b.sqrt(b.neg(x)))),
                     b.sub(b.mul(sin(b, t), f1), b.mul(cos(b, t), g1)));
   // x >= 2.09: decaying asymptotic form.
-  Value zeta = b.div(b.mul(b.mul_c(x, 2.0), b.sqrt(x)), K(b, x, 3.0));
+  Value zeta = third(b.mul(b.mul_c(x, 2.0), b.sqrt(x)));
   Value iz = b.div(K(b, x, 1.0), zeta);
   Value ai = b.div(b.mul_c(b.div(poly(b, iz, kAiryAiAN), poly(b, iz, kAiryAiAD)), 5.64189583547756286948e-01),
                    b.mul(b.mul_c(b.sqrt(b.sqrt(x)), 2.0), b.exp(zeta)));

@@ -310,8 +310,11 @@ Value digamma(Builder& b, Value x0) {
   Value y = sel(b, lt(b, x, 1e17), b.mul(z, polevl(b, z, A)), b.zeros_like(x));
   Value r = b.sub(b.sub(b.add(result, b.log(x)), b.div(K(b, x, 0.5), x)), y);
   r = b.select(eq(b, x, 10.0), b.add_c(result, psi_10), r);
-  // Reflection for x < 0 with the fractional part: pi / tan(pi * r).
-  Value fr = b.sub(x0, trunc(b, x0));
+  // Reflection for x < 0: pi / tan(pi * r) with r = x - round(x), the
+  // distance to the nearest integer (exact: the two are within a factor of
+  // two), so the tangent's argument keeps its digits next to the poles (the
+  // CPU reduces in double for float32).
+  Value fr = b.sub(x0, b.round_even(x0));
   Value refl = b.div(K(b, x, M_PI), tan(b, b.mul_c(fr, M_PI)));
   r = b.select(neg, b.sub(r, refl), r);
   r = sel(b, b.logical_and(neg, eq(b, fr, 0)), kNaN, r);
@@ -338,38 +341,61 @@ Value trigamma(Builder& b, Value x0) {
   return b.select(refl, b.neg(result), result);
 }
 
-Zeta zeta(Builder& b, Value x, Value q) {
+Value zeta(Builder& b, Value x, Value q) {
   static const double A[] = {12.0, -720.0, 30240.0, -1209600.0, 47900160.0, -1.8924375803183791606e9,
                              7.47242496e10, -2.950130727918164224e12, 1.1646782814350067249e14,
                              -4.5979787224074726105e15, 1.8152105401943546773e17, -7.1661652561756670113e18};
   const double machep = 1.11022302462515654042E-16;
-  const int kMaxTerms = 9 + 16;
   const Dims d = b.dims(b.add(x, q));
   x = b.broadcast_to(x, d);
   q = b.broadcast_to(q, d);
   Value neg_x = b.neg(x);
-  Value s = pow(b, q, neg_x);
-  Value a = q, bb = b.zeros_like(q);
-  Value done = b.constant(DType::kBool, 0, d);
-  auto converged = [&](Value s_, Value b_) {
-    return b.logical_and(b.compare(b.mul_c(s_, -machep), b_, Cmp::kLT), b.compare(b_, b.mul_c(s_, machep), Cmp::kLT));
+  // The direct sum q^-x + (q+1)^-x + ... as Cephes runs it: at least 9
+  // terms, then on while the base is at most 9 (a q far below zero takes
+  // about -q terms), stopping early where a term is below machine epsilon.
+  // One device loop runs until every element has stopped; elements whose
+  // value is a domain case (below) do not enter it, and one still running
+  // after 2^24 terms (only a float64 q below -2^24 gets there, where the
+  // CPU loops for as many terms as |q|) gives NaN.
+  const int64_t kMaxTerms = int64_t{1} << 24;
+  Value floor_q = b.floor(q);
+  Value q_nonpos = le(b, q, 0);
+  Value early = b.logical_or(b.logical_or(le(b, x, 1.0), isnan(b, x)), b.logical_and(q_nonpos, b.logical_or(
+      b.compare(q, floor_q, Cmp::kEQ), b.compare(x, b.floor(x), Cmp::kNE))));
+  early = b.logical_or(early, b.logical_or(isnan(b, q), eq(b, abs(b, q), kInf)));
+  auto keep_going = [&](Builder& lb, Value i, Value a_, Value done_) {
+    Value more = lb.logical_or(lb.broadcast_to(lb.compare(i, lb.constant(DType::kS64, 9), Cmp::kLT), lb.dims(a_)),
+                               lb.compare(a_, lb.full_like(a_, 9.0), Cmp::kLE));
+    return lb.logical_and(lb.logical_not(done_), more);
   };
-  for (int i = 0; i < kMaxTerms; ++i) {
-    Value active = b.logical_and(b.logical_not(done), i < 9 ? b.constant(DType::kBool, 1, d) : le(b, a, 9.0));
-    Value a1 = b.add_c(a, 1.0);
-    Value b1 = pow(b, a1, neg_x);
-    Value s1 = b.add(s, b1);
-    a = b.select(active, a1, a);
-    bb = b.select(active, b1, bb);
-    s = b.select(active, s1, s);
-    done = b.logical_or(done, b.logical_and(active, converged(s1, b1)));
-  }
-  Value unsupported = b.logical_and(b.logical_not(done), le(b, a, 9.0));
+  std::vector<Value> sum = b.while_loop(
+      {b.constant(DType::kS64, 0), x, q, b.zeros_like(q), pow(b, q, neg_x), early},
+      [&](Builder& lb, const std::vector<Value>& v) {
+        Value active = keep_going(lb, v[0], v[2], v[5]);
+        std::vector<int64_t> all(lb.rank(active));
+        for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
+        Value any = all.empty() ? active : lb.reduce(active, all, ir::Body::kOr, 0);
+        return lb.logical_and(any, lb.compare(v[0], lb.constant(DType::kS64, static_cast<double>(kMaxTerms)),
+                                              Cmp::kLT));
+      },
+      [&](Builder& lb, const std::vector<Value>& v) {
+        Value active = keep_going(lb, v[0], v[2], v[5]);
+        Value a1 = lb.add_c(v[2], 1.0);
+        Value b1 = pow(lb, a1, lb.neg(v[1]));
+        Value s1 = lb.add(v[4], b1);
+        Value conv = lb.logical_and(lb.compare(lb.mul_c(s1, -machep), b1, Cmp::kLT),
+                                    lb.compare(b1, lb.mul_c(s1, machep), Cmp::kLT));
+        return std::vector<Value>{lb.add(v[0], lb.constant(DType::kS64, 1)), v[1], lb.select(active, a1, v[2]),
+                                  lb.select(active, b1, v[3]), lb.select(active, s1, v[4]),
+                                  lb.logical_or(v[5], lb.logical_and(active, conv))};
+      });
+  Value a = sum[2], bb = sum[3], s = sum[4], done = sum[5];
+  Value unfinished = keep_going(b, sum[0], a, done);
   Value w = a;
   s = b.add(s, b.div(b.mul(bb, w), b.add_c(x, -1.0)));
   s = b.sub(s, b.mul_c(bb, 0.5));
   Value fa = b.full_like(x, 1.0), k = b.zeros_like(x);
-  Value tail_done = done;
+  Value tail_done = b.logical_and(done, b.logical_not(early));
   for (double ai : A) {
     Value not_done = b.logical_not(tail_done);
     fa = b.mul(fa, b.add(x, k));
@@ -383,25 +409,21 @@ Zeta zeta(Builder& b, Value x, Value q) {
     bb = b.div(bb, w);
     k = b.add_c(k, 1.0);
   }
-  Value floor_q = b.floor(q);
-  Value q_nonpos = le(b, q, 0);
-  Value r = s;
+  Value r = sel(b, unfinished, kNaN, s);
   r = sel(b, b.logical_and(q_nonpos, b.compare(x, b.floor(x), Cmp::kNE)), kNaN, r);
   r = sel(b, b.logical_and(q_nonpos, b.compare(q, floor_q, Cmp::kEQ)), kInf, r);
   r = sel(b, lt(b, x, 1.0), kNaN, r);
   r = sel(b, eq(b, x, 1.0), kInf, r);
-  Value early = b.logical_or(b.logical_or(le(b, x, 1.0), isnan(b, x)), b.logical_and(q_nonpos, b.logical_or(
-      b.compare(q, floor_q, Cmp::kEQ), b.compare(x, b.floor(x), Cmp::kNE))));
-  return {r, b.logical_and(unsupported, b.logical_not(early))};
+  return r;
 }
 
-Zeta polygamma(Builder& b, int64_t n, Value x) {
-  const bool f64 = b.dtype(x) == DType::kF64;
-  const double fact = f64 ? std::exp(std::lgamma(static_cast<double>(n) + 1.0))
-                          : static_cast<double>(std::exp(std::lgamma(static_cast<float>(n) + 1.0f)));
-  Zeta z = zeta(b, b.full_like(x, static_cast<double>(n + 1)), x);
-  z.value = b.mul(b.full_like(x, (n % 2 ? 1.0 : -1.0) * fact), z.value);
-  return z;
+Value polygamma(Builder& b, int64_t n, Value x) {
+  // In float64 whatever x's dtype, as the CPU sums zeta in its accumulation
+  // type (double): the sum cancels heavily for negative x.
+  const DType t = b.dtype(x);
+  x = b.convert(x, DType::kF64);
+  const double fact = std::exp(std::lgamma(static_cast<double>(n) + 1.0));
+  return b.convert(b.mul(b.full_like(x, (n % 2 ? 1.0 : -1.0) * fact), zeta(b, b.full_like(x, static_cast<double>(n + 1)), x)), t);
 }
 
 Value i0e(Builder& b, Value x0) {

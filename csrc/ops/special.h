@@ -52,15 +52,11 @@ std::pair<Value, Value> frexp(Builder& b, Value x);
 
 Value digamma(Builder& b, Value x);
 Value trigamma(Builder& b, Value x);
-// Hurwitz zeta. `unsupported` is true where the CPU's summation loop would
-// run past the unrolled bound (integer x with q below -16).
-struct Zeta {
-  Value value;
-  Value unsupported;
-};
-Zeta zeta(Builder& b, Value x, Value q);
+// Hurwitz zeta (Cephes' Euler-Maclaurin summation, every q), in the
+// dtype of x and q (the CPU sums float32 in float64: callers convert).
+Value zeta(Builder& b, Value x, Value q);
 // polygamma of order n >= 2 (n! * zeta(n + 1, x) with the sign of n + 1).
-Zeta polygamma(Builder& b, int64_t n, Value x);
+Value polygamma(Builder& b, int64_t n, Value x);
 
 // Regularized lower (P) or, when `upper`, upper (Q) incomplete gamma
 // function of a and x (broadcastable, one float dtype).

@@ -44,7 +44,7 @@ from torch.utils import _pytree as pytree
 import opinfo_table
 from ties import tie_index_check
 
-VARIANTS = ("functional", "out", "inplace", "grad", "nonfinite")
+VARIANTS = ("functional", "out", "inplace", "grad", "nonfinite", "reference")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
           "int64": torch.int64, "int32": torch.int32, "bool": torch.bool}
 SEVERITY = ("skip", "pass", "falls_back", "raises", "fail", "hang", "crash")
@@ -88,6 +88,10 @@ def entries(op, dtypes, variants):
             if variant == "grad" and not (dtype.is_floating_point and dtype in backward):
                 continue
             if variant == "nonfinite" and not dtype.is_floating_point:
+                continue
+            # reference_inputs (the samples plus extremal values), where the
+            # OpInfo has more than its samples
+            if variant == "reference" and getattr(op, "reference_inputs_func", None) is None:
                 continue
             out.append((variant, name))
     return out
@@ -204,7 +208,8 @@ def describe_sample(sample):
 def samples(op, variant, dtype):
     torch.manual_seed(0)
     grad = variant == "grad"
-    for s in op.sample_inputs("cpu", dtype, requires_grad=grad):
+    made = op.reference_inputs if variant == "reference" else op.sample_inputs
+    for s in made("cpu", dtype, requires_grad=grad):
         if variant == "nonfinite":
             s = inject_nonfinite(s)
             if s is None:
@@ -305,6 +310,9 @@ def compare(actual, expected, key, variant, metadata_only=False, tie_check=None)
             if metadata_only:
                 continue
             atol, rtol = opinfo_table.tolerance(key, variant, e.dtype)
+            if variant == "reference" and e.dtype in (torch.float32, torch.float64):
+                # as PyTorch's test_compare_cpu, which draws these inputs
+                atol, rtol = max(atol or 0, 1e-3), max(rtol or 0, 1e-3)
             if variant == "nonfinite" and key in opinfo_table.NONFINITE_DEVICE_NAN_OK and e.is_floating_point():
                 e = torch.where(a.detach().cpu().isnan(), float("nan"), e)
             try:
@@ -373,7 +381,7 @@ def _fetch(out):
 def _call(fn, device, sample, variant, grad_inputs=None):
     """Runs one variant of the op on `device`; returns what is compared."""
     inp, args, kwargs = copy_sample(sample, device, fn.get("host_args", ()))
-    if variant in ("functional", "nonfinite"):
+    if variant in ("functional", "nonfinite", "reference"):
         return fn["op"](inp, *args, **kwargs)
     if variant == "inplace":
         ret = fn["inplace"](inp, *args, **kwargs)

@@ -6,7 +6,7 @@ import os
 
 STATUSES = ("pass", "falls_back", "raises", "fail", "crash", "hang", "skip")
 LETTER = {"pass": "P", "falls_back": "B", "raises": "R", "fail": "F", "crash": "C", "hang": "H", "skip": "S"}
-VARIANTS = ("functional", "out", "inplace", "grad", "nonfinite")
+VARIANTS = ("functional", "out", "inplace", "grad", "nonfinite", "reference")
 DTYPES = ("float32", "bfloat16", "float16", "int64", "int32", "bool")
 BAD = ("crash", "hang", "fail")
 
@@ -96,6 +96,14 @@ def markdown(data):
         c = collections.Counter(r["status"] for r in entries.values())
         out.append(f"| all | {sum(c.values())} | " + " | ".join(str(c[s]) for s in STATUSES)
                    + f" | {_pct(c['pass'], sum(c.values()) - c['skip'])} |")
+        for label, pick in (("sample inputs (every variant but reference)", lambda v: v != "reference"),
+                            ("reference inputs (the samples plus extremal values, atol = rtol = 1e-3 in "
+                             "float32 as PyTorch's test_compare_cpu)", lambda v: v == "reference")):
+            part = collections.Counter(r["status"] for r in entries.values() if pick(r["variant"]))
+            if part:
+                n = sum(part.values())
+                out.append(f"| {label} | {n} | " + " | ".join(str(part[s]) for s in STATUSES)
+                           + f" | {_pct(part['pass'], n - part['skip'])} |")
         for status in ("crash", "hang", "fail", "raises"):
             rows = sorted((r for r in entries.values() if r["status"] == status),
                           key=lambda r: (r["op"], r["variant"], r["dtype"]))

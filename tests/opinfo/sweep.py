@@ -30,7 +30,7 @@ sys.path[:0] = [HERE, ROOT]
 import report  # noqa: E402
 
 DTYPE_NAMES = ("float32", "bfloat16", "float16", "int64", "int32", "bool")
-VARIANT_NAMES = ("functional", "out", "inplace", "grad", "nonfinite")
+VARIANT_NAMES = ("functional", "out", "inplace", "grad", "nonfinite", "reference")
 MARK = "=== opinfo entry: "
 
 
