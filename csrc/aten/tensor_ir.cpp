@@ -152,8 +152,9 @@ void check_no_partial_overlap(const at::Tensor& written, const at::Tensor& input
   // PyTorch judges dense tensors only (others are "too hard" to tell).
   if (!written.is_non_overlapping_and_dense() || !input.is_non_overlapping_and_dense()) return;
   if (storage_value(written) != storage_value(input)) return;
-  const int64_t wb = written.storage_offset() * written.element_size(), ib = input.storage_offset() * input.element_size();
-  const int64_t we = wb + written.numel() * written.element_size(), ie = ib + input.numel() * input.element_size();
+  const int64_t wsize = written.element_size(), isize = input.element_size();
+  const int64_t wb = written.storage_offset() * wsize, ib = input.storage_offset() * isize;
+  const int64_t we = wb + written.numel() * wsize, ie = ib + input.numel() * isize;
   const bool full = wb == ib && we == ie && written.strides() == input.strides();
   TORCH_CHECK(full || !(wb < ie && ib < we),
               "unsupported operation: some elements of the input tensor and the written-to tensor refer to a single "

@@ -214,7 +214,9 @@ Value airy_ai(Builder& b, Value x) {
   // its reciprocal, which rounds differently; float32 goes through float64,
   // which rounds the same quotient).
   auto third = [&](Value v) {
-    return f64 ? b.div(v, K(b, v, 3.0)) : b.convert(b.div(b.convert(v, DType::kF64), b.full_like(b.convert(v, DType::kF64), 3.0)), b.dtype(v));
+    if (f64) return b.div(v, K(b, v, 3.0));
+    Value w = b.convert(v, DType::kF64);
+    return b.convert(b.div(w, b.full_like(w, 3.0)), b.dtype(v));
   };
   // x < -2.09: oscillating asymptotic form.
   Value xi = third(b.mul(b.mul_c(x, -2.0), b.sqrt(b.neg(x))));

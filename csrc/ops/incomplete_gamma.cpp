@@ -107,7 +107,8 @@ Value igamma(Builder& b, Value a, Value x, bool upper) {
   Value d0 = b.div(c(1), b0);
   Value inv_a = b.div(c(1), a);
   std::vector<Value> out = b.while_loop(
-      {b.constant(DType::kS64, 1), a, x, series, b.logical_or(b.logical_or(special, is_nan), large), inv_a, inv_a, c(1 / kTiny), d0, d0, b0},
+      {b.constant(DType::kS64, 1), a, x, series, b.logical_or(b.logical_or(special, is_nan), large), inv_a, inv_a,
+       c(1 / kTiny), d0, d0, b0},
       [&](Builder& rb, const std::vector<Value>& v) {
         Value more = rb.compare(v[0], rb.constant(DType::kS64, static_cast<double>(kMaxTerms)), Cmp::kLE);
         return rb.logical_and(more, all_dims_or(rb, rb.logical_not(v[4])));

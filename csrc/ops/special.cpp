@@ -423,7 +423,8 @@ Value polygamma(Builder& b, int64_t n, Value x) {
   const DType t = b.dtype(x);
   x = b.convert(x, DType::kF64);
   const double fact = std::exp(std::lgamma(static_cast<double>(n) + 1.0));
-  return b.convert(b.mul(b.full_like(x, (n % 2 ? 1.0 : -1.0) * fact), zeta(b, b.full_like(x, static_cast<double>(n + 1)), x)), t);
+  Value z = zeta(b, b.full_like(x, static_cast<double>(n + 1)), x);
+  return b.convert(b.mul(b.full_like(x, (n % 2 ? 1.0 : -1.0) * fact), z), t);
 }
 
 Value i0e(Builder& b, Value x0) {
