@@ -4,7 +4,8 @@
 // families' kernels in this order and stops the import when a kernel is
 // bound but not listed, listed but not bound, bound twice, or bound by
 // another family than the table says. (The AutogradPrivateUse1 kernels of
-// kernels_reduce.cpp register themselves.)
+// kernels_reduce.cpp and the NestedTensorPrivateUse1 ones of
+// kernels_transformer.cpp register themselves.)
 #include "aten/registry.h"
 
 #include <cstring>
@@ -64,9 +65,13 @@ constexpr Row kTable[] = {
     {"softmax",      "_log_softmax _log_softmax.out"},
     {"softmax",      "_log_softmax_backward_data"},
     {"sort",         "_logcumsumexp _logcumsumexp.out"},
+    {"transformer",  "_masked_softmax"},
     {"norm",         "_native_batch_norm_legit _native_batch_norm_legit.no_stats"},
     {"norm",         "_native_batch_norm_legit.no_stats_out _native_batch_norm_legit.out"},
     {"norm",         "_native_batch_norm_legit_no_training"},
+    {"transformer",  "_native_multi_head_attention"},
+    {"transformer",  "_nested_tensor_from_mask"},
+    {"transformer",  "_nested_tensor_from_mask_left_aligned"},
     {"matrix",       "_pdist_backward"},
     {"matrix",       "_pdist_forward"},
     {"activation",   "_prelu_kernel"},
@@ -79,6 +84,8 @@ constexpr Row kTable[] = {
     {"rnn",          "_thnn_fused_gru_cell_backward"},
     {"rnn",          "_thnn_fused_lstm_cell"},
     {"rnn",          "_thnn_fused_lstm_cell_backward_impl"},
+    {"transformer",  "_transform_bias_rescale_qkv"},
+    {"transformer",  "_transformer_encoder_layer_fwd"},
     {"compact",      "_unique"},
     {"compact",      "_unique2"},
     {"resample",     "_upsample_bicubic2d_aa _upsample_bicubic2d_aa.out"},
