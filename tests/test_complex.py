@@ -273,3 +273,17 @@ def test_data_movement_kernels():
         got, want = fn(A), fn(a)
         assert got.dtype == want.dtype, i
         close(got, want)
+
+
+@pytest.mark.parametrize("dtype", CDTYPES, ids=str)
+def test_addcmul_addcdiv_with_complex_operands(dtype):
+    """Real tensors promoted by a complex operand (PyTorch's reference
+    inputs mix float32, float64 and complex128), complex values, in-place."""
+    a, b = torch.randn(5, 5), torch.randn(5, 5, dtype=torch.float64)
+    c = crand(1, 5, dtype=dtype, seed=3)
+    for fn in (torch.addcmul, torch.addcdiv):
+        for value in (1, 0.5, 2 - 1j):
+            close(fn(a.to(dev), b.to(dev), c.to(dev), value=value), fn(a, b, c, value=value))
+    x = crand(4, dtype=dtype, seed=4)
+    close(x.to(dev).addcmul_(x.to(dev), x.to(dev), value=1j), x.clone().addcmul_(x, x, value=1j))
+    close(x.to(dev).addcdiv_(x.to(dev), x.to(dev) + 1, value=-0.5), x.clone().addcdiv_(x, x + 1, value=-0.5))

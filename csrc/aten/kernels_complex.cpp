@@ -35,6 +35,7 @@ const std::set<std::string>& complex_kernels() {
       // arithmetic and functions
       "add", "sub", "rsub", "mul", "div", "neg", "reciprocal", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh",
       "abs", "sgn", "angle", "isnan", "eq", "ne", "sum", "mean", "prod", "mm", "bmm", "addmm", "dot", "mv", "pow",
+      "addcmul", "addcdiv",
   };
   return *s;
 }

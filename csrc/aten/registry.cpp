@@ -37,6 +37,8 @@ constexpr Row kTable[] = {
     {"linalg",       "_cholesky_solve_helper"},
     {"core",         "_copy_from"},
     {"core",         "_copy_from_and_resize"},
+    {"ctc",          "_ctc_loss _ctc_loss.Tensor"},
+    {"ctc",          "_ctc_loss_backward _ctc_loss_backward.Tensor"},
     {"sort",         "_cummax_helper"},
     {"sort",         "_cummin_helper"},
     {"core",         "_efficientzerotensor"},

@@ -40,4 +40,18 @@ Value multi_margin_backward(Builder& b, Value x, Value target, Value weight, int
 std::pair<Value, Value> multilabel_margin(Builder& b, Value x, Value target, Value dim_value);
 Value multilabel_margin_backward(Builder& b, Value x, Value target, Value is_target, Value g);
 
+// CTC (ops/ctc.cpp). lpl [T, B, S]: log_probs at each sequence's extended
+// labels; skip [B, S]: state s may take from s - 2; valid [B, S]: s <= 2 L_b;
+// in_len, tgt_len [B] int64. The forward gives nll [B] and log_alpha
+// [B, T, S] (-inf outside each sequence's frames and states).
+struct CtcForward {
+  Value nll;
+  Value log_alpha;
+};
+CtcForward ctc_forward(Builder& b, Value lpl, Value skip, Value valid, Value in_len, Value tgt_len);
+// The gradient for log_probs lp [T, B, C] given grad_out [B]; onehot [B, S, C]
+// marks each state's label (in lp's dtype).
+Value ctc_backward(Builder& b, Value grad_out, Value lp, Value lpl, Value onehot, Value skip, Value valid,
+                   Value in_len, Value tgt_len, Value nll, Value log_alpha, bool zero_infinity);
+
 }  // namespace torchtpu::ops

@@ -56,6 +56,9 @@ for (_op, _, _dt), _row in list(TOLERANCES.items()):
 _ZERO_GRAD = ("the input gradient of a one-element normalization is zero; the CPU leaves ~2e-5 of rounding "
               "noise (rsqrt(eps) = 316)")
 TOLERANCES.update({
+    ("nn.functional.ctc_loss", "grad", f32): (
+        1e-4, 1.3e-6, "exp(lp) - exp(lcab + nll - lp) cancels with nll ~1e2: the CPU's float32 gradient is "
+        "7.6e-5 from the float64 one on these samples, the device's as far, 2.4e-5 from the CPU's"),
     ("native_layer_norm", "grad", f32): (1e-4, 1.3e-6, _ZERO_GRAD),
     ("nn.functional.layer_norm", "grad", f32): (1e-4, 1.3e-6, _ZERO_GRAD),
     ("nn.functional.scaled_dot_product_attention", None, f32): (
