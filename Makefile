@@ -6,13 +6,16 @@
 #   OPINFO_OPS=add,sum (op_db entries) runs a subset; OPINFO_MODE (strict, debug or fused),
 #   OPINFO_DTYPES, OPINFO_FUSED_DTYPES (empty: no Fused pass), OPINFO_JOBS and OPINFO_ARGS
 #   (more sweep.py options, e.g. --max-samples 64) narrow or widen it.
+# make modules: PyTorch's module suite (module_db) on the tpu device against the CPU, as its
+#   test_cpu_gpu_parity runs it for CUDA, in float32 and float64 (tests/modules/parity.py;
+#   tests/modules/test_module_subset.py is the CI-sized slice in make test).
 PYTHON ?= python3
 VENV := .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 JOBS ?= $(shell nproc)
 
-.PHONY: all system-deps setup build test demo bench opinfo clean
+.PHONY: all system-deps setup build test demo bench opinfo modules clean
 
 all: build
 
@@ -78,6 +81,10 @@ opinfo: build
 	rm -f tests/opinfo/report.json
 	$(OPINFO_RUN) --mode $(OPINFO_MODE) --dtypes $(OPINFO_DTYPES)
 	$(if $(OPINFO_FUSED_DTYPES),$(OPINFO_RUN) --mode fused --dtypes $(OPINFO_FUSED_DTYPES))
+
+modules: build
+	TORCHTPU_CACHE_DIR=$(OPINFO_CACHE) $(VPY) tests/modules/parity.py --dtypes float32,float64 \
+	  --json tests/modules/report.json
 
 demo: build
 	$(VPY) examples/train_gpt.py

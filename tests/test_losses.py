@@ -230,3 +230,19 @@ def test_embedding_bag_forward_and_backward(mode, padding_idx):
     with pytest.raises(IndexError):
         torch.nn.functional.embedding_bag(torch.tensor([11]).to("tpu"), w.to("tpu"), torch.tensor([0]).to("tpu"),
                                           mode=mode).cpu()
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_with_every_target_ignored(reduction):
+    """A mean over no rows is NaN, but the ignored rows' gradient is 0, as on
+    the CPU (the backward's scale is then g / 0)."""
+    x = torch.randn(3, 4, generator=G)
+    for target in (torch.tensor([2, 2, 2]), torch.tensor([2, 0, 2])):
+        results = []
+        for dev in ("cpu", "tpu"):
+            xx = x.clone().to(dev).requires_grad_()
+            loss = F.cross_entropy(xx, target.to(dev), ignore_index=2, reduction=reduction)
+            loss.backward(torch.full_like(loss, 0.7))
+            results.append((loss.detach().cpu(), xx.grad.cpu()))
+        torch.testing.assert_close(results[1][0], results[0][0], equal_nan=True)
+        torch.testing.assert_close(results[1][1], results[0][1], equal_nan=True)

@@ -123,6 +123,9 @@ at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& se
   } else {
     Value scale = reduction == at::Reduction::Mean ? b.div(g, k.in(total_weight, ct)) : g;
     per = b.mul(b.broadcast_to(scale, {n}), p.weight_t);
+    // An ignored row gets exactly 0, also when every row is ignored (the
+    // scale is then g / 0).
+    per = b.select(p.valid, per, b.zeros_like(per));
   }
   Value gi = b.select(p.onehot, b.neg(b.broadcast_in_dim(per, {n, c}, {0})), b.constant(to_ir(ct), 0, {n, c}));
   if (self.dim() == 1) gi = b.reshape(gi, {c});
