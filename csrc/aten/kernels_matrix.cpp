@@ -299,7 +299,42 @@ at::Tensor pdist_backward(const at::Tensor& grad, const at::Tensor& x, double p,
 
 }  // namespace
 
+// torch._scaled_mm: float8 matrices scaled per tensor (float scalars) or
+// per row of a and column of b ([M, 1] and [1, N] floats), multiplied in
+// float32 as the CPU's emulation does, plus bias, rescaled by 1/scale_result
+// into a float8 result, in out_dtype (a's dtype by default).
+at::Tensor scaled_mm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& scale_a, const at::Tensor& scale_b,
+                     const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& scale_result,
+                     std::optional<at::ScalarType> out_dtype, bool /*use_fast_accum*/) {
+  TORCH_CHECK(a.dim() == 2, "mat_a must be a matrix");
+  TORCH_CHECK(b.dim() == 2, "mat_b must be a matrix");
+  TORCH_CHECK(a.size(1) == b.size(0), "mat_a and mat_b shapes cannot be multiplied (", a.size(0), "x", a.size(1),
+              " and ", b.size(0), "x", b.size(1), ")");
+  auto f8 = [](const at::Tensor& t) { return c10::isFloat8Type(t.scalar_type()); };
+  auto tensorwise = [&](const at::Tensor& t, const at::Tensor& s) {
+    return f8(t) && s.scalar_type() == at::kFloat && s.numel() == 1;
+  };
+  const bool rowwise = f8(a) && f8(b) && scale_a.scalar_type() == at::kFloat && scale_b.scalar_type() == at::kFloat &&
+                       scale_a.dim() == 2 && scale_a.size(0) == a.size(0) && scale_a.size(1) == 1 &&
+                       scale_b.dim() == 2 && scale_b.size(0) == 1 && scale_b.size(1) == b.size(1);
+  TORCH_CHECK_VALUE((tensorwise(a, scale_a) && tensorwise(b, scale_b)) || rowwise,
+                    "Invalid scaling configuration.\n- For TensorWise scaling, a and b should be float8, scales should "
+                    "be float and singletons.\n- For RowWise scaling, a and b should be float8, scales should be float, "
+                    "scale_a should be (", a.size(0), ", 1) and scale_b should be (1, ", b.size(1), ")");
+  TORCH_CHECK(!scale_result || (scale_result->numel() == 1 && scale_result->scalar_type() == at::kFloat),
+              "scale_result must be a float scalar");
+  TORCH_CHECK(!bias || bias->numel() == b.size(1), "Bias must be size ", b.size(1), " but got ", bias->numel());
+  const at::ScalarType ot = out_dtype.value_or(a.scalar_type());
+  const at::Tensor sa = scale_a.numel() == 1 ? scale_a.reshape({}) : scale_a;
+  const at::Tensor sb = scale_b.numel() == 1 ? scale_b.reshape({}) : scale_b;
+  at::Tensor r = at::mm(a.to(at::kFloat) * sa, b.to(at::kFloat) * sb);
+  if (bias) r = r + *bias;
+  if (scale_result && (ot == at::kFloat8_e4m3fn || ot == at::kFloat8_e5m2)) r = r / scale_result->reshape({});
+  return r.to(ot);
+}
+
 TPU_KERNELS(m) {
+  m.impl("_scaled_mm", TORCH_FN(scaled_mm));
   m.impl("_cdist_forward", TORCH_FN(cdist_forward));
   m.impl("_cdist_backward", TORCH_FN(cdist_backward));
   m.impl("_pdist_forward", TORCH_FN(pdist_forward));

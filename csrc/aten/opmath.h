@@ -10,7 +10,7 @@
 namespace torchtpu::aten {
 
 inline at::ScalarType opmath(at::ScalarType t) {
-  return (t == at::kHalf || t == at::kBFloat16) ? at::kFloat : t;
+  return (t == at::kHalf || t == at::kBFloat16 || c10::isFloat8Type(t)) ? at::kFloat : t;
 }
 
 // The operands of a binary op in compute type `ct`. With `scalar_in_opmath`
@@ -21,6 +21,10 @@ inline at::ScalarType opmath(at::ScalarType t) {
 inline std::pair<Value, Value> binary_operands(Kernel& k, const at::Tensor& a, const at::Tensor& b,
                                                at::ScalarType ct, bool scalar_in_opmath) {
   const at::ScalarType o = opmath(ct);
+  // The CPU's kernel for a reduced-float tensor times a host scalar has no
+  // float8 case.
+  TORCH_CHECK_NOT_IMPLEMENTED(!(scalar_in_opmath && c10::isFloat8Type(ct) && !b.device().is_privateuseone()),
+                              "\"mul_cpu_reduced_float\" not implemented for '", c10::toString(ct), "'");
   k.elementwise({&a, &b});
   if (!scalar_in_opmath || o == ct || b.numel() != 1) {
     Value y = k.in(b, ct);

@@ -79,6 +79,7 @@ constexpr Row kTable[] = {
     {"activation",   "_prelu_kernel"},
     {"activation",   "_prelu_kernel_backward"},
     {"core",         "_reshape_alias"},
+    {"matrix",       "_scaled_mm"},
     {"segment",      "_segment_reduce_backward"},
     {"softmax",      "_softmax _softmax.out"},
     {"softmax",      "_softmax_backward_data"},

@@ -8,6 +8,7 @@
 #include <torch/csrc/autograd/graph_task.h>
 
 #include <algorithm>
+#include <set>
 #include <array>
 #include <atomic>
 #include <mutex>
@@ -33,10 +34,14 @@ DType to_ir(at::ScalarType t) {
     case at::kUInt64: return DType::kU64;
     case at::kComplexFloat: return DType::kC64;
     case at::kComplexDouble: return DType::kC128;
+    case at::kFloat8_e4m3fn: return DType::kF8E4M3FN;
+    case at::kFloat8_e5m2: return DType::kF8E5M2;
+    case at::kFloat8_e4m3fnuz: return DType::kF8E4M3FNUZ;
+    case at::kFloat8_e5m2fnuz: return DType::kF8E5M2FNUZ;
     default:
       TORCH_CHECK_TYPE(false, "tpu does not support dtype ", t,
                        " (supported: bool, uint8, int8, int16, int32, int64, uint32, uint64, float16, bfloat16, "
-                       "float32, float64, complex64, complex128)");
+                       "float32, float64, complex64, complex128, and the float8 types as storage)");
   }
 }
 
@@ -56,6 +61,10 @@ at::ScalarType to_aten(DType t) {
     case DType::kU64: return at::kUInt64;
     case DType::kC64: return at::kComplexFloat;
     case DType::kC128: return at::kComplexDouble;
+    case DType::kF8E4M3FN: return at::kFloat8_e4m3fn;
+    case DType::kF8E5M2: return at::kFloat8_e5m2;
+    case DType::kF8E4M3FNUZ: return at::kFloat8_e4m3fnuz;
+    case DType::kF8E5M2FNUZ: return at::kFloat8_e5m2fnuz;
   }
   return at::kFloat;
 }
@@ -420,6 +429,7 @@ Value Kernel::in(const at::Tensor& t, at::ScalarType as) {
               device_, " and ", t.device(), "! (in ", op_, ")");
   DType stored = to_ir(t.scalar_type());
   if (ir::is_complex(stored) || ir::is_complex(to_ir(as))) check_complex(t.scalar_type());
+  if (ir::is_float8(stored) || ir::is_float8(to_ir(as))) check_float8(ir::is_float8(stored) ? t.scalar_type() : as);
   read_.push_back(storage_value(t));
   if (elementwise_ && operands_.empty()) inputs_.push_back(t);
   Value v = og_->read(read_.back(), stored, view_meta(t));
@@ -507,6 +517,28 @@ at::Tensor Kernel::out(Value v, at::ScalarType dtype) {
   return t;
 }
 
+namespace {
+// The kernels PyTorch's CPU kernels define for float8 operands (names
+// without "aten::" and overload): storage, copies and casts, data movement,
+// and a few arithmetic and comparison ops. Others raise its error.
+bool float8_supported(const char* op) {
+  static const auto* s = new std::set<std::string>{
+      "_copy_from", "_copy_from_and_resize", "_to_copy", "copy_", "clone", "fill_", "zero_", "_local_scalar_dense",
+      "cat", "index", "index_select", "index_put_", "_index_put_impl_", "flip", "repeat", "constant_pad_nd", "empty",
+      "eq", "ne", "isnan", "abs", "mul", "mm", "_scaled_mm", "where"};
+  std::string name(op);
+  if (name.rfind("aten::", 0) == 0) name = name.substr(6);
+  return s->count(name.substr(0, name.find('.'))) > 0;
+}
+}  // namespace
+
+void Kernel::check_float8(at::ScalarType t) const {
+  std::string name(op_);
+  if (name.rfind("aten::", 0) == 0) name = name.substr(6);
+  TORCH_CHECK_NOT_IMPLEMENTED(float8_supported(op_), "\"", name.substr(0, name.find('.')), "\" not implemented for '",
+                              c10::toString(t), "'");
+}
+
 void Kernel::check_complex(at::ScalarType t) const {
   TORCH_CHECK_TYPE(complex_supported(op_), op_, ": complex tensors (", t,
                    ") are not supported on tpu yet; the complex ops are listed in csrc/aten/kernels_complex.cpp");
@@ -515,6 +547,7 @@ void Kernel::check_complex(at::ScalarType t) const {
 void Kernel::into(const at::Tensor& dst, Value v) {
   TORCH_CHECK(dst.device() == device_, op_, ": output is on ", dst.device(), ", expected ", device_);
   if (dst.is_complex()) check_complex(dst.scalar_type());
+  if (c10::isFloat8Type(dst.scalar_type())) check_float8(dst.scalar_type());
   ops::ViewMeta meta = view_meta(dst);
   if (b().dims(v) != meta.sizes) v = b().broadcast_to(v, meta.sizes);
   og_->write(storage_value(dst), to_ir(dst.scalar_type()), meta, v);

@@ -57,6 +57,9 @@ class Kernel {
   Value in(const at::Tensor& t, at::ScalarType as);
   // Raises a TypeError unless this kernel is right for complex operands.
   void check_complex(at::ScalarType t) const;
+  // Raises PyTorch's NotImplementedError unless this kernel is defined for
+  // float8 operands.
+  void check_float8(at::ScalarType t) const;
   Value in(const at::Tensor& t) { return in(t, t.scalar_type()); }
   Value scalar(const c10::Scalar& s, at::ScalarType as);
   // Scalars drawn from `source` now and again on every run of a compiled

@@ -89,7 +89,8 @@ ir::Value OpGraph::read(StorageValue* s, ir::DType dtype, const ops::ViewMeta& v
 }
 
 ir::Value OpGraph::scalar(ir::DType dtype, HostScalar value) {
-  ir::DType carried = (dtype == ir::DType::kF16 || dtype == ir::DType::kBF16) ? ir::DType::kF32 : dtype;
+  ir::DType carried =
+      (dtype == ir::DType::kF16 || dtype == ir::DType::kBF16 || ir::is_float8(dtype)) ? ir::DType::kF32 : dtype;
   pjrt::BufferPtr buf = Runtime::get().scalar_buffer(carried, value, device_);
   ir::Value p = g_.parameter(ir::Type{carried, {}});
   inputs_.push_back({nullptr, std::move(buf), p, {}});

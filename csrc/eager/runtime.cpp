@@ -108,6 +108,10 @@ pjrt::ElementType to_pjrt(ir::DType t) {
     case ir::DType::kU64: return E::kU64;
     case ir::DType::kC64: return E::kC64;
     case ir::DType::kC128: return E::kC128;
+    case ir::DType::kF8E4M3FN: return E::kF8E4M3FN;
+    case ir::DType::kF8E5M2: return E::kF8E5M2;
+    case ir::DType::kF8E4M3FNUZ: return E::kF8E4M3FNUZ;
+    case ir::DType::kF8E5M2FNUZ: return E::kF8E5M2FNUZ;
   }
   return E::kF32;
 }
@@ -576,9 +580,10 @@ pjrt::BufferPtr Runtime::scalar_buffer(ir::DType dtype, HostScalar s, int device
     case ir::DType::kF64: { double v = to_float<double>(s); std::memcpy(buf, &v, 8); break; }
     case ir::DType::kC64: case ir::DType::kC128:
       throw std::logic_error("scalar_buffer: complex scalars are passed as their real and imaginary parts");
-    case ir::DType::kF16: case ir::DType::kBF16: {
+    case ir::DType::kF16: case ir::DType::kBF16: case ir::DType::kF8E4M3FN: case ir::DType::kF8E5M2:
+    case ir::DType::kF8E4M3FNUZ: case ir::DType::kF8E5M2FNUZ: {
       // Converted on the device from f32 to keep rounding XLA's.
-      throw std::logic_error("scalar_buffer: 16-bit scalars are passed as f32");
+      throw std::logic_error("scalar_buffer: 16- and 8-bit float scalars are passed as f32");
     }
   }
   pjrt::BufferPtr b = upload(buf, dtype, {}, device);

@@ -18,6 +18,10 @@ const char* mlir_name(DType t) {
     case DType::kU64: return "ui64";
     case DType::kC64: return "complex<f32>";
     case DType::kC128: return "complex<f64>";
+    case DType::kF8E4M3FN: return "f8E4M3FN";
+    case DType::kF8E5M2: return "f8E5M2";
+    case DType::kF8E4M3FNUZ: return "f8E4M3FNUZ";
+    case DType::kF8E5M2FNUZ: return "f8E5M2FNUZ";
   }
   return "?";
 }
@@ -25,6 +29,7 @@ const char* mlir_name(DType t) {
 int64_t byte_size(DType t) {
   switch (t) {
     case DType::kBool: case DType::kU8: case DType::kS8: return 1;
+    case DType::kF8E4M3FN: case DType::kF8E5M2: case DType::kF8E4M3FNUZ: case DType::kF8E5M2FNUZ: return 1;
     case DType::kS16: case DType::kF16: case DType::kBF16: return 2;
     case DType::kS32: case DType::kF32: case DType::kU32: return 4;
     case DType::kS64: case DType::kF64: case DType::kU64: case DType::kC64: return 8;
@@ -34,7 +39,10 @@ int64_t byte_size(DType t) {
 }
 
 bool is_float(DType t) {
-  return t == DType::kF16 || t == DType::kBF16 || t == DType::kF32 || t == DType::kF64;
+  return t == DType::kF16 || t == DType::kBF16 || t == DType::kF32 || t == DType::kF64 || is_float8(t);
+}
+bool is_float8(DType t) {
+  return t == DType::kF8E4M3FN || t == DType::kF8E5M2 || t == DType::kF8E4M3FNUZ || t == DType::kF8E5M2FNUZ;
 }
 bool is_signed_int(DType t) {
   return t == DType::kS8 || t == DType::kS16 || t == DType::kS32 || t == DType::kS64;

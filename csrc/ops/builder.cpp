@@ -61,6 +61,9 @@ Value Builder::constant(DType t, double v, Dims dims) {
     const DType r = ir::real_of(t);
     return complex(constant(r, v, dims), constant(r, 0, dims));
   }
+  // 8-bit float literals are float32 ones converted (XLA's rounding; no
+  // printer for their bits).
+  if (ir::is_float8(t)) return convert(constant(DType::kF32, v, std::move(dims)), t);
   if (dims.empty()) return g_.constant(t, v);
   // A 0-d constant broadcast keeps the literal small.
   Value c = g_.constant(t, v);
@@ -68,12 +71,19 @@ Value Builder::constant(DType t, double v, Dims dims) {
                 {Attr::array("broadcast_dimensions", {})});
 }
 
-Value Builder::unary(const char* op, Value a) { return g_.add(op, {a}, type(a)); }
+// Arithmetic on 8-bit floats runs in float32 and rounds once, as PyTorch's
+// CPU kernels compute them (and float8_e4m3fn saturates, see convert).
+Value Builder::unary(const char* op, Value a) {
+  if (ir::is_float8(dtype(a))) return convert(unary(op, convert(a, DType::kF32)), dtype(a));
+  return g_.add(op, {a}, type(a));
+}
 
 Value Builder::binary(const char* op, Value a, Value b) {
   if (type(a) != type(b))
     throw LoweringError(std::string(op) + ": operand types differ " + shape_str(dims(a)) + " vs " +
                         shape_str(dims(b)));
+  if (ir::is_float8(dtype(a)))
+    return convert(binary(op, convert(a, DType::kF32), convert(b, DType::kF32)), dtype(a));
   return g_.add(op, {a, b}, type(a));
 }
 
@@ -97,6 +107,8 @@ Value Builder::binary_bcast(const char* op, Value a, Value b) {
     a = broadcast_to(a, out);
     b = broadcast_to(b, out);
   }
+  if (ir::is_float8(dtype(a)))
+    return convert(binary(op, convert(a, DType::kF32), convert(b, DType::kF32)), dtype(a));
   return g_.add(op, {a, b}, type(a));
 }
 
@@ -147,6 +159,16 @@ Value Builder::convert(Value a, DType t) {
     if (t == DType::kBool) return logical_or(convert(real(a), t), convert(imag(a), t));
     return convert(real(a), t);
   }
+  // 8-bit floats reach integers and bool through float32; into
+  // float8_e4m3fn (no infinities) values saturate at +-448, as PyTorch's
+  // cast does (XLA's gives NaN).
+  if (ir::is_float8(dtype(a)) && !is_float(t)) return convert(convert(a, DType::kF32), t);
+  if (t == DType::kF8E4M3FN && is_float(dtype(a))) {
+    // (through float32, as PyTorch's cast from any float type)
+    if (dtype(a) != DType::kF32) a = convert(a, DType::kF32);
+    const Value lim = constant(DType::kF32, 448, dims(a));
+    a = max(min(a, lim), neg(lim));
+  }
   if (t == DType::kBool) {
     // Conversion to bool is "!= 0", as in PyTorch.
     return compare(a, constant(dtype(a), 0, dims(a)), Cmp::kNE);
@@ -172,6 +194,7 @@ Value Builder::complex(Value re, Value im) {
 }
 
 Value Builder::abs(Value a) {
+  if (ir::is_float8(dtype(a))) return convert(abs(convert(a, DType::kF32)), dtype(a));
   if (!ir::is_complex(dtype(a))) return unary("stablehlo.abs", a);
   return g_.add("stablehlo.abs", {a}, Type{ir::real_of(dtype(a)), dims(a)});
 }
@@ -380,6 +403,10 @@ static std::string int_list(const std::vector<int64_t>& v) {
 
 Value Builder::dot_general(Value a, Value b, std::vector<int64_t> lb, std::vector<int64_t> rb,
                            std::vector<int64_t> lc, std::vector<int64_t> rc, DType result) {
+  if (ir::is_float8(dtype(a)) || ir::is_float8(dtype(b)) || ir::is_float8(result))
+    return convert(dot_general(convert(a, DType::kF32), convert(b, DType::kF32), std::move(lb), std::move(rb),
+                               std::move(lc), std::move(rc), DType::kF32),
+                   result);
   Dims out;
   for (int64_t d : lb) out.push_back(dims(a)[d]);
   auto free_dims = [&](Value v, const std::vector<int64_t>& batch, const std::vector<int64_t>& con) {

@@ -122,7 +122,11 @@ int64_t element_size(ElementType t) {
   switch (t) {
     case ElementType::kPred:
     case ElementType::kS8:
-    case ElementType::kU8: return 1;
+    case ElementType::kU8:
+    case ElementType::kF8E5M2:
+    case ElementType::kF8E4M3FN:
+    case ElementType::kF8E5M2FNUZ:
+    case ElementType::kF8E4M3FNUZ: return 1;
     case ElementType::kS16:
     case ElementType::kU16:
     case ElementType::kF16:

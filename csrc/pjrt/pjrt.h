@@ -24,6 +24,7 @@ namespace torchtpu::pjrt {
 enum class ElementType : int {
   kPred = 1, kS8 = 2, kS16 = 3, kS32 = 4, kS64 = 5, kU8 = 6, kU16 = 7,
   kU32 = 8, kU64 = 9, kF16 = 10, kF32 = 11, kF64 = 12, kBF16 = 13, kC64 = 14, kC128 = 15,
+  kF8E5M2 = 16, kF8E4M3FN = 17, kF8E5M2FNUZ = 19, kF8E4M3FNUZ = 20,
 };
 int64_t element_size(ElementType t);
 

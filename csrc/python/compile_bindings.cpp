@@ -46,6 +46,10 @@ at::ScalarType scalar_type_of(pjrt::ElementType t) {
     case E::kBF16: return at::kBFloat16;
     case E::kC64: return at::kComplexFloat;
     case E::kC128: return at::kComplexDouble;
+    case E::kF8E4M3FN: return at::kFloat8_e4m3fn;
+    case E::kF8E5M2: return at::kFloat8_e5m2;
+    case E::kF8E4M3FNUZ: return at::kFloat8_e4m3fnuz;
+    case E::kF8E5M2FNUZ: return at::kFloat8_e5m2fnuz;
   }
   TORCH_CHECK(false, "unknown PJRT element type ", static_cast<int>(t));
 }
