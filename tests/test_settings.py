@@ -280,3 +280,17 @@ def test_suite_keeps_out_of_the_real_cache():
         assert not os.path.realpath(where).startswith(real), where
     assert torchtpu.cache.config()["local_enabled"]
 
+
+
+def test_import_keeps_xla_startup_logs_off_stderr():
+    """XLA's absl preamble and INFO lines (printed by every process and rank)
+    stay off stderr; TORCHTPU_DEBUG=xla shows them; the user's own stderr
+    output is untouched."""
+    code = ("import sys, torch, torchtpu; sys.stderr.write('mine\\n'); "
+            "print((torch.ones(2, device='tpu') * 3).cpu().tolist())")
+    quiet = run(["-c", code])
+    assert quiet.returncode == 0, quiet.stderr
+    assert "InitializeLog" not in quiet.stderr and "cpu_device_count" not in quiet.stderr, quiet.stderr
+    assert "mine" in quiet.stderr and "[3.0, 3.0]" in quiet.stdout
+    loud = run(["-c", code], TORCHTPU_DEBUG="xla")
+    assert loud.returncode == 0 and "cpu_device_count" in loud.stderr, loud.stderr

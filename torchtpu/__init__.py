@@ -30,8 +30,38 @@ if not _running_env_report():
 
     from . import _C  # noqa: E402
 
+    def _start_plugin():
+        """Starts the plugin with XLA's informational startup lines (absl's
+        "All log messages before absl::InitializeLog() ..." and its INFO
+        lines, printed by every process) kept off stderr; other lines pass,
+        and all of them when the start fails. TORCHTPU_DEBUG=xla keeps them."""
+        if "xla" in env.get("TORCHTPU_DEBUG"):
+            _C._init(_PLUGIN, env.cpu_devices())
+            return
+        import re
+        import tempfile
+        noise = re.compile(r"WARNING: All log messages before absl::InitializeLog\(\) is called|"
+                           r"I\d{4} [\d:.]+ +\d+ \S+:\d+\] ")
+        ok = False
+        sys.stderr.flush()
+        saved = os.dup(2)
+        with tempfile.TemporaryFile() as captured:
+            os.dup2(captured.fileno(), 2)
+            try:
+                _C._init(_PLUGIN, env.cpu_devices())
+                ok = True
+            finally:
+                os.dup2(saved, 2)
+                os.close(saved)
+                captured.seek(0)
+                lines = captured.read().decode(errors="replace").splitlines(keepends=True)
+                shown = "".join(line for line in lines if not ok or not noise.match(line))
+                if shown:
+                    sys.stderr.write(shown)
+                    sys.stderr.flush()
+
     try:
-        _C._init(_PLUGIN, env.cpu_devices())
+        _start_plugin()
     except RuntimeError as e:
         raise ImportError(f"cannot start the PJRT plugin {_PLUGIN}: {e}\n{HINT}") from e
     from . import cache  # noqa: E402
