@@ -288,9 +288,10 @@ def test_import_keeps_xla_startup_logs_off_stderr():
     output is untouched."""
     code = ("import sys, torch, torchtpu; sys.stderr.write('mine\\n'); "
             "print((torch.ones(2, device='tpu') * 3).cpu().tolist())")
-    quiet = run(["-c", code])
+    # (JAX, imported by other tests, sets TF_CPP_MIN_LOG_LEVEL=1, which hides XLA's INFO lines itself)
+    quiet = run(["-c", code], TF_CPP_MIN_LOG_LEVEL=None)
     assert quiet.returncode == 0, quiet.stderr
     assert "InitializeLog" not in quiet.stderr and "cpu_device_count" not in quiet.stderr, quiet.stderr
     assert "mine" in quiet.stderr and "[3.0, 3.0]" in quiet.stdout
-    loud = run(["-c", code], TORCHTPU_DEBUG="xla")
+    loud = run(["-c", code], TORCHTPU_DEBUG="xla", TF_CPP_MIN_LOG_LEVEL=None)
     assert loud.returncode == 0 and "cpu_device_count" in loud.stderr, loud.stderr
