@@ -129,3 +129,22 @@ def test_platform_info_measures_denormals():
     computed = (tiny.to("tpu") * torch.tensor(1.0, device="tpu")).cpu()
     assert info["denormals"] == ("preserved" if computed[0] == tiny[0] else "flushed to zero")
     assert tiny.to("tpu").cpu()[0] == tiny[0]  # copies keep them either way
+
+
+@pytest.mark.parametrize("dtype,value", [(torch.int8, 300), (torch.int32, 2**40), (torch.float16, 1e6),
+                                         (torch.float8_e4m3fn, 1e4), (torch.uint8, -1), (torch.bool, 2),
+                                         (torch.float32, float("inf")), (torch.bfloat16, 1e38)])
+def test_fill_converts_its_number_as_the_cpu(dtype, value):
+    """fill_ (and torch.full) raise the CPU's overflow error where the number
+    does not fit the dtype, and fill what the CPU fills otherwise."""
+    fills = (lambda d: torch.full((3,), value, dtype=dtype, device=d),
+             lambda d: torch.zeros(2, 2, dtype=dtype, device=d).fill_(value))
+    for fn in fills:
+        try:
+            fn("cpu")
+        except RuntimeError as e:
+            with pytest.raises(RuntimeError, match="without overflow"):
+                fn("tpu")
+            assert "without overflow" in str(e)
+            continue
+        on_both(fn)

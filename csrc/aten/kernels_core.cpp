@@ -1,5 +1,6 @@
 // Core kernels: factories, copies between devices and dtypes, fill, resize,
 // scalar reads, and the metadata-only view kernels.
+#include <ATen/Dispatch_v2.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_reshape_alias_native.h>
@@ -233,6 +234,11 @@ at::Tensor written_once(const at::Tensor& t) {
 }
 
 at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
+  // The CPU's fill converts the number to the dtype with an overflow check
+  // ("value cannot be converted to type int8_t without overflow").
+  AT_DISPATCH_V2(self.scalar_type(), "fill_", AT_WRAP([&] { (void)value.to<scalar_t>(); }),
+                 AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), at::kHalf, at::kBFloat16, at::kBool, at::kUInt16, at::kUInt32,
+                 at::kUInt64, AT_EXPAND(AT_FLOAT8_TYPES));
   if (self.numel() == 0) return self;
   Kernel k("aten::fill_", self);
   k.into(written_once(self), k.scalar(value, self.scalar_type()));
