@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <set>
 #include <stdexcept>
 #include <thread>
@@ -93,27 +94,11 @@ void StorageValue::set_slot(SlotPtr s, ir::DType dtype) {
 
 pjrt::ElementType to_pjrt(ir::DType t) {
   using E = pjrt::ElementType;
-  switch (t) {
-    case ir::DType::kBool: return E::kPred;
-    case ir::DType::kU8: return E::kU8;
-    case ir::DType::kS8: return E::kS8;
-    case ir::DType::kS16: return E::kS16;
-    case ir::DType::kS32: return E::kS32;
-    case ir::DType::kS64: return E::kS64;
-    case ir::DType::kF16: return E::kF16;
-    case ir::DType::kBF16: return E::kBF16;
-    case ir::DType::kF32: return E::kF32;
-    case ir::DType::kF64: return E::kF64;
-    case ir::DType::kU32: return E::kU32;
-    case ir::DType::kU64: return E::kU64;
-    case ir::DType::kC64: return E::kC64;
-    case ir::DType::kC128: return E::kC128;
-    case ir::DType::kF8E4M3FN: return E::kF8E4M3FN;
-    case ir::DType::kF8E5M2: return E::kF8E5M2;
-    case ir::DType::kF8E4M3FNUZ: return E::kF8E4M3FNUZ;
-    case ir::DType::kF8E5M2FNUZ: return E::kF8E5M2FNUZ;
-  }
-  return E::kF32;
+  static constexpr E kByDType[] = {E::kPred, E::kU8,  E::kS8,  E::kS16, E::kS32, E::kS64,
+                                   E::kF16,  E::kBF16, E::kF32, E::kF64, E::kU32, E::kU64,
+                                   E::kC64,  E::kC128, E::kF8E4M3FN, E::kF8E5M2, E::kF8E4M3FNUZ, E::kF8E5M2FNUZ};
+  static_assert(std::size(kByDType) == static_cast<size_t>(ir::DType::kF8E5M2FNUZ) + 1, "one per ir::DType, in order");
+  return kByDType[static_cast<size_t>(t)];
 }
 
 void Runtime::init(const std::string& plugin_path, int64_t cpu_devices) {
