@@ -23,7 +23,6 @@ $(STAMP): requirements.txt
 	$(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install -q --upgrade pip
 	$(VPY) -m pip install -q -r requirements.txt
-	$(VPY) -c "import os, site; open(os.path.join(site.getsitepackages()[0], 'torchtpu-dev.pth'), 'w').write(os.getcwd() + '\n')"
 	touch $@
 
 # GoogleTest (and ccache, to speed rebuilds) come from Debian when missing.
@@ -33,15 +32,7 @@ system-deps:
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq libgtest-dev ccache >/dev/null; \
 	fi
 
-# The package's metadata in the venv, so that torch.compile finds the Dynamo
-# backend "tpu" through its entry point (torch_dynamo_backends) without an
-# import of torchtpu.
-REGISTERED := $(VENV)/.registered
-$(REGISTERED): $(STAMP) Makefile
-	$(VPY) -c "import os, site; d = os.path.join(site.getsitepackages()[0], 'torchtpu-0.1.0.dist-info'); os.makedirs(d, exist_ok=True); open(os.path.join(d, 'METADATA'), 'w').write('Metadata-Version: 2.1\nName: torchtpu\nVersion: 0.1.0\n'); open(os.path.join(d, 'entry_points.txt'), 'w').write('[torch_dynamo_backends]\ntpu = torchtpu.dynamo:backend\n')"
-	touch $@
-
-setup: $(STAMP) $(REGISTERED) system-deps
+setup: $(STAMP) system-deps
 
 # JAX (optional, for torchtpu.pallas): the test suite installs it.
 JAX_STAMP := $(VENV)/.jax-installed
@@ -58,10 +49,16 @@ $(TITAN_STAMP): tests/titan/requirements-titan.txt $(STAMP)
 	$(VPY) -m pip install -q --no-deps --target $(TITAN_SITE) -r tests/titan/requirements-titan.txt
 	touch $@
 
+# The package installs into the venv in editable mode through pyproject.toml
+# (pip and scikit-build-core, CMake in ./build, the C++ tests too): the
+# checkout runs in place, and its metadata gives torch the entry points (the
+# Dynamo backend "tpu", device autoload). Older hand-made registrations go first.
 build: setup
-	cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release \
-	  -DPython_EXECUTABLE=$(abspath $(VPY)) -DCMAKE_MAKE_PROGRAM=$(abspath $(VENV)/bin/ninja) >/dev/null
-	cmake --build build -j$(JOBS)
+	$(VPY) -c "import glob, os, shutil, site; sp = site.getsitepackages()[0]; \
+	  [os.remove(p) for p in glob.glob(os.path.join(sp, 'torchtpu-dev.pth'))]; \
+	  [shutil.rmtree(d) for d in glob.glob(os.path.join(sp, 'torchtpu-*.dist-info')) if not os.path.exists(os.path.join(d, 'RECORD'))]"
+	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(VPY) -m pip install -q --no-build-isolation --no-deps -e . \
+	  -Cbuild-dir=build -Ccmake.define.TORCHTPU_CPP_TESTS=ON
 
 test: build $(JAX_STAMP) $(TITAN_STAMP)
 	build/torchtpu_cpp_tests

@@ -14,10 +14,10 @@ import pytest
 import torch
 
 import torchtpu
-from torchtpu import _elf, _plugin, env
+from torchtpu import _elf, env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-REAL_PLUGIN = _plugin.plugin_path()
+REAL_PLUGIN = env.plugin_path()
 HINT = "pip install xla-cpu-pjrt==0.0.1"
 # A small shared library that defines PyInit__C and not GetPjrtApi.
 SMALL_LIB = torch._C.__file__
@@ -231,7 +231,7 @@ def test_plugin_that_cannot_work_is_an_import_error(monkeypatch, tmp_path, kind)
     path, words = _broken_plugin(kind, tmp_path)
     monkeypatch.setenv("TORCHTPU_PJRT_PLUGIN", path)
     with pytest.raises(ImportError) as e:
-        _plugin.plugin_path()
+        env.plugin_path()
     msg = str(e.value)
     assert f"TORCHTPU_PJRT_PLUGIN={path!r} {words}" in msg and HINT in msg, msg
 

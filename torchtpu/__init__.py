@@ -19,12 +19,24 @@ def _running_env_report() -> bool:
         a == "-mtorchtpu.env" or (a == "-m" and b == "torchtpu.env") for a, b in zip(argv, argv[1:] + [""]))
 
 
-if not _running_env_report():
+def _deferred_to_autoload() -> bool:
+    """True when `import torch` reached this package through its device
+    autoload entry point (torchtpu._autoload): the package then starts from
+    _autoload.load(), which turns a failure into a warning, so that a broken
+    plugin or setting never breaks `import torch`."""
+    from . import _autoload
+    return _autoload.resolving()
+
+
+_DEFERRED = not _running_env_report() and _deferred_to_autoload()
+if not _running_env_report() and not _DEFERRED:
     from . import env
-    from ._plugin import HINT, plugin_path
 
     env.validate()
-    _PLUGIN = plugin_path()
+    _PLUGIN = env.plugin_path()
+    _mismatch = env.torch_mismatch(torch.__version__)
+    if _mismatch:
+        raise ImportError(_mismatch)
 
     torch.utils.rename_privateuse1_backend("tpu")
 
@@ -63,7 +75,7 @@ if not _running_env_report():
     try:
         _start_plugin()
     except RuntimeError as e:
-        raise ImportError(f"cannot start the PJRT plugin {_PLUGIN}: {e}\n{HINT}") from e
+        raise ImportError(f"cannot start the PJRT plugin {_PLUGIN}: {e}\n{env.PLUGIN_HINT}") from e
     from . import cache  # noqa: E402
     cache._configure_at_import(_PLUGIN)
     _C._set_fallback_error(env.get("TORCHTPU_CPU_FALLBACK") == "error")
@@ -130,6 +142,12 @@ if not _running_env_report():
         wrapper.__call__ = __call__
 
     _route_inductor()
+    from . import _autoload  # noqa: E402
+    _autoload.register_dynamo_backend()
+    from .warmup import bucket_sizes, warmup  # noqa: E402
+    if env.get("TORCHTPU_TORCH_XLA"):
+        from . import compat  # noqa: E402
+        compat.install()
 
 
 def get_device(index: int = None) -> torch.device:
@@ -185,8 +203,6 @@ def __getattr__(name):
         return jax_kernel
     raise AttributeError(f"module 'torchtpu' has no attribute {name!r}")
 
-
-from .warmup import bucket_sizes, warmup  # noqa: E402
 
 __all__ = ["get_device", "platform", "platform_info", "synchronize", "set_eager_mode", "get_eager_mode", "eager_mode",
            "precision", "set_precision", "data", "warmup", "bucket_sizes",

@@ -6,13 +6,18 @@ raises ValueError naming the variable, the value and what is accepted. An
 unset or empty variable means the default. The C++ core reads no environment
 variable: Python reads each setting here and passes the value in.
 
-`python -m torchtpu.env` prints every setting with its value, default and
-meaning, says what is wrong with any of them and with the plugin file, and
-then tries `import torchtpu` in a child process. It needs neither the plugin
+It also finds the PJRT plugin (plugin_path) and knows what the package was
+built against (build_info).
+
+`python -m torchtpu.env` prints the installed version and the torch it was
+built against, every setting with its value, default and meaning, says what
+is wrong with any of them, with the running torch and with the plugin file,
+and then tries `import torchtpu` in a child process. It needs neither the plugin
 nor torchtpu's C++ extension (the package skips its initialization when run
 that way), so it works when a setting or the plugin is broken.
 """
 import contextlib
+import importlib.util
 import os
 import re
 from dataclasses import dataclass
@@ -165,6 +170,9 @@ SETTINGS = {
                 "Fused Eager and torch.compile: sizes that vary between programs of the same ops are padded up "
                 "to a bucket so one program serves the bucket: pow2 (powers of two from 16), a comma-separated "
                 "list of sizes, or off."),
+        Setting("TORCHTPU_TORCH_XLA", boolean(), "0",
+                "1 makes `import torch_xla` and its common modules resolve to torchtpu's PyTorch/XLA shims "
+                "(torchtpu.compat.install() at import), so scripts written for PyTorch/XLA run unchanged."),
         Setting("TORCHTPU_CPU_FALLBACK", choice("warn", "error"), "warn",
                 "What an op with no tpu lowering does: warn (run it on the CPU, warn once per op) or error."),
         Setting("TORCHTPU_CACHE", boolean(), "1",
@@ -189,6 +197,8 @@ SETTINGS = {
         Setting("RANK", integer(0, 1 << 20), "0", "This process's rank (set by torchrun); torchtpu.data.DeviceLoader "
                 "shards batches by it when torch.distributed is not initialized."),
         Setting("WORLD_SIZE", integer(1, 1 << 20), "1", "Number of ranks (set by torchrun); see RANK."),
+        Setting("LOCAL_RANK", integer(0, 1 << 20), "0", "This process's rank on its host (set by torchrun and "
+                "torchtpu.distributed.launch); torchtpu.compat's xla_device() picks tpu device LOCAL_RANK."),
         Setting("MASTER_ADDR", text(), "127.0.0.1", "Address of the rendezvous store (torch.distributed's "
                 "env:// init); torchtpu.distributed.launch uses it when set."),
         Setting("MASTER_PORT", integer(0, 65535), "0", "Port of the rendezvous store (torch.distributed's env:// "
@@ -272,6 +282,59 @@ def report() -> str:
     return "\n".join(lines)
 
 
+PLUGIN_HINT = ("torchtpu needs a PJRT plugin: install the XLA:CPU one with "
+               "`pip install xla-cpu-pjrt==0.0.1`, or set TORCHTPU_PJRT_PLUGIN=/path/to/plugin.so "
+               "(XLA's GPU plugin or libtpu).")
+
+
+def _checked_plugin(path: str, what: str) -> str:
+    from . import _elf
+    try:
+        _elf.check(path, "GetPjrtApi")
+    except _elf.NotLoadable as e:
+        raise ImportError(f"{what} {e}. {PLUGIN_HINT}") from None
+    return path
+
+
+def plugin_path() -> str:
+    """The PJRT plugin's path (TORCHTPU_PJRT_PLUGIN, else the xla-cpu-pjrt
+    package's), checked before anything loads it (see _elf.py): ImportError
+    saying what is wrong when there is none or it cannot be loaded."""
+    path = get("TORCHTPU_PJRT_PLUGIN")
+    if path:
+        return _checked_plugin(path, f"The PJRT plugin TORCHTPU_PJRT_PLUGIN={path!r}")
+    try:
+        spec = importlib.util.find_spec("xla_plugins.xla_cpu_pjrt")
+    except ModuleNotFoundError:
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("No PJRT plugin found. " + PLUGIN_HINT)
+    path = os.path.join(list(spec.submodule_search_locations)[0], "xla_cpu_pjrt.so")
+    return _checked_plugin(path, f"The xla-cpu-pjrt package's plugin {path}")
+
+
+def build_info():
+    """(torchtpu's version, the torch version its _C was built against), or
+    None for a checkout whose extension was never built."""
+    try:
+        from . import _build_info
+    except ImportError:
+        return None
+    return _build_info.version, _build_info.torch_version
+
+
+def torch_mismatch(running: str):
+    """Why torchtpu cannot load under torch `running` (its extension was
+    built against another), or None."""
+    info = build_info()
+    # The same release with another local label (+cpu, +cu128) has the same C++ API.
+    if info is None or info[1].split("+")[0] == running.split("+")[0]:
+        return None
+    return (f"torchtpu {info[0]} was built against torch {info[1]}, but torch {running} is installed: "
+            f"its C++ extension cannot load. Install torch=={info[1].split('+')[0]}, or rebuild torchtpu "
+            f"against this torch (pip install --no-build-isolation .).")
+
+
 def _import_check(timeout: float = 300):
     """Runs `import torchtpu` in a child process: (ok, what it said)."""
     import subprocess
@@ -290,12 +353,29 @@ def _import_check(timeout: float = 300):
     return False, lines[-1] if lines else f"exit status {r.returncode}"
 
 
-def main() -> int:
-    print(report())
-    ok = not problems()
+def _versions() -> bool:
+    """Prints the package's version and torch's; False on a mismatch."""
     try:
-        from torchtpu import _plugin
-        where = _plugin.plugin_path()
+        from importlib.metadata import version
+        installed = version("torchtpu")
+    except Exception:  # run from a checkout without metadata
+        installed = "not installed (running from a checkout)"
+    info = build_info()
+    built = f"built against torch {info[1]}" if info else "extension not built"
+    import torch
+    print(f"torchtpu {installed} ({built}); running torch {torch.__version__}")
+    why = torch_mismatch(torch.__version__)
+    if why:
+        print(f"ERROR: {why}")
+    return why is None
+
+
+def main() -> int:
+    ok = _versions()
+    print(report())
+    ok = not problems() and ok
+    try:
+        where = plugin_path()
         print(f"\nplugin: {where} (checked)")
     except (ImportError, ValueError) as e:
         print(f"\nplugin: ERROR: {e}")

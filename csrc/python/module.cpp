@@ -243,6 +243,11 @@ PYBIND11_MODULE(_C, m) {
     Runtime::get().set_mode(m);
   });
   m.def("_get_mode", [] { return std::string(torchtpu::eager::mode_name(Runtime::get().mode())); });
+  // Queues pending Fused Eager work without waiting for it.
+  m.def("_flush", [] {
+    py::gil_scoped_release nogil;
+    Runtime::get().flush_fused();
+  });
   m.def("_synchronize", [] {
     py::gil_scoped_release nogil;
     Runtime::get().synchronize();
