@@ -76,7 +76,9 @@ def test_save_loads_without_torchtpu(tmp_path):
             assert t.device.type == "cpu"
         torch.save(state, {str(out)!r})
     """)
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    # A process where torchtpu is not installed: no torch device autoload either.
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0"))
     assert r.returncode == 0, r.stderr[-3000:]
     assert_same(torch.load(out), want)
 

@@ -107,6 +107,8 @@ def _env(device, site, workdir, result, extra_env=None):
     env["TITAN_RESULT"] = result
     # torchrun's ranks each see one XLA:CPU device per local rank only when this is unset.
     env.pop("TORCHTPU_CPU_DEVICES", None)
+    if device == "cpu":  # the reference is PyTorch alone: no torchtpu through torch's device autoload
+        env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
     env.update(extra_env or {})
     return env
 
