@@ -168,13 +168,13 @@ def _cpu_reference(world):
     return losses, model.state_dict()
 
 
-@pytest.mark.parametrize("world", [1, 2])
-def test_pytorch_xla_script_trains_like_the_cpu(tmp_path, world):
+@pytest.mark.parametrize("world,ddp", [(1, False), (2, False), (2, True)])
+def test_pytorch_xla_script_trains_like_the_cpu(tmp_path, world, ddp):
     out = str(tmp_path / "run")
     env = dict(os.environ, TORCHTPU_CPU_DEVICES=str(world))
     env.pop("TORCHTPU_TORCH_XLA", None)
-    r = subprocess.run([sys.executable, "-m", "torchtpu.compat", SCRIPT, out], env=env, capture_output=True,
-                       text=True, timeout=600)
+    r = subprocess.run([sys.executable, "-m", "torchtpu.compat", SCRIPT, out] + (["--ddp"] if ddp else []), env=env,
+                       capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     assert f"trained 6 steps on {world} process(es)" in r.stdout
     expected, state = _cpu_reference(world)

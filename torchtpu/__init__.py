@@ -95,6 +95,32 @@ if not _running_env_report() and not _DEFERRED:
 
     _C._install_site_hooks(_library_paths())
     atexit.register(_C._shutdown)
+    _C._set_nan_check(env.get("TORCHTPU_CHECK_NAN"))
+    _C._set_print_syncs("syncs" in env.get("TORCHTPU_DEBUG"))
+
+    def _errors_at_exit():
+        """No error is lost: device work that failed where nothing read its
+        result is reported when the interpreter exits, and the exit status
+        becomes 1 (as an uncaught exception makes it). Runs before the atexit
+        handlers, which it then runs itself."""
+        try:
+            errors = _C._unobserved_errors()
+        except Exception as e:  # noqa: BLE001 - reporting must not fail the exit
+            errors = [f"{type(e).__name__}: {e}"]
+        if not errors:
+            return
+        sys.stderr.write("torchtpu: device work failed and nothing read its result (the exit status is 1):\n" +
+                         "\n".join(f"  {e}" for e in errors) + "\n")
+        atexit._run_exitfuncs()
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001
+                pass
+        os._exit(1)
+
+    import threading  # noqa: E402
+    threading._register_atexit(_errors_at_exit)
 
     from . import debug, device_module  # noqa: E402
     _C._set_recompile_hook(debug._on_recompiles)

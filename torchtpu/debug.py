@@ -1,6 +1,7 @@
 """Metrics: compilations (and why each happened), cache hits, executions,
-per-op dispatch counts, CPU fallbacks and transfer volumes; the StableHLO of
-a compiled call."""
+per-op dispatch counts, CPU fallbacks and transfer volumes, the user lines
+that reached sync points and fallbacks; the NaN/Inf check of op outputs; the
+StableHLO of a compiled call."""
 import collections
 import functools
 import re
@@ -39,6 +40,28 @@ def _on_recompiles() -> None:
                 warnings.warn(message, stacklevel=2)
 
 
+def _library_dirs() -> tuple:
+    import os
+    import torch
+    return (os.path.dirname(os.path.abspath(torch.__file__)) + os.sep,
+            os.path.dirname(os.path.abspath(__file__)) + os.sep, "<frozen ")
+
+
+def warn_at_user_line(message: str, category=UserWarning) -> None:
+    """Warns at the innermost frame outside torch and torchtpu (the user's
+    line), not at the library frame that noticed."""
+    libs = _library_dirs()
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(libs):
+        frame = frame.f_back
+    if frame is None:
+        warnings.warn(message, category, stacklevel=2)
+        return
+    registry = frame.f_globals.setdefault("__warningregistry__", {})
+    warnings.warn_explicit(message, category, frame.f_code.co_filename, frame.f_lineno,
+                           module=frame.f_globals.get("__name__"), registry=registry)
+
+
 def recompiles() -> list:
     """The latest compilations since reset_metrics() (up to 256), oldest first, each a dict: `site`
     (the user's line of the graph's first op), `op`, `cause` (new_program,
@@ -62,19 +85,116 @@ def reset_metrics() -> None:
     _recent.clear()
 
 
-def metrics_report() -> str:
+# What made a sync point, by the op that asked for the device value.
+_SYNC_CAUSES = {
+    "aten::_local_scalar_dense": ".item() / bool(t) / if t: / int(t)",
+    "aten::_copy_from": ".cpu() / .to('cpu') / .numpy() / print",
+    "aten::_copy_from_and_resize": ".cpu() / .to('cpu') into a CPU tensor",
+    "aten::nonzero": "data-dependent shape (nonzero, boolean mask)",
+    "aten::masked_select": "data-dependent shape (masked_select)",
+    "aten::unique": "data-dependent shape (unique)",
+    "aten::_unique2": "data-dependent shape (unique)",
+}
+
+
+def sync_points() -> list:
+    """Each user line that reached a sync point (a host read of a device
+    value: `.item()`, `.cpu()`, `print`, a data-dependent shape, a Python
+    `if` on a tensor, a collective staged through the host), most frequent
+    first: dicts with `site` (the user's line, "" where unknown), `op` (the
+    ATen op that asked), `cause` (in words) and `count`. Since the last
+    reset_metrics(). TORCHTPU_DEBUG=syncs prints each as it happens."""
+    out = []
+    for e in _C._site_log():
+        if e["kind"] == "sync":
+            op = e["what"].split(" (")[0]
+            cause = ("the CPU fallback of an op with no tpu lowering" if e["what"].endswith("(CPU fallback)")
+                     else _SYNC_CAUSES.get(op, "a host read of a device value"))
+            out.append(dict(site=e["site"], op=e["what"], cause=cause, count=e["count"]))
+    return sorted(out, key=lambda d: -d["count"])
+
+
+def fallback_sites() -> list:
+    """Each (op, user line) that ran on the CPU fallback, most frequent
+    first: dicts with `op`, `site` and `count`. Since the last reset_metrics()."""
+    out = [dict(op=e["what"], site=e["site"], count=e["count"]) for e in _C._site_log() if e["kind"] == "fallback"]
+    return sorted(out, key=lambda d: -d["count"])
+
+
+def set_check_nan(enabled: bool) -> None:
+    """Checks every floating output of every op for NaN and Inf as the op
+    returns, raising at the first with the op and the user's line (as
+    TORCHTPU_CHECK_NAN=1 does from the start). Each check waits for the op,
+    as Debug Eager does."""
+    _C._set_nan_check(bool(enabled))
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+
+
+def _recompiling_sites(limit: int) -> list:
+    _on_recompiles()
+    last = {}
+    for e in _recent:
+        if e["site_compilations"] > 1:
+            last[e["site"] or "an unknown line"] = e
+    ranked = sorted(last.items(), key=lambda kv: -kv[1]["site_compilations"])
+    return ranked[:limit]
+
+
+def metrics_report(top: int = 10) -> str:
+    """metrics() as a table a person reads: compilations and their causes,
+    compile time, cache hit rate, transfers, Fused Eager graphs and cuts,
+    compiled programs, collectives; then the `top` recompiling sites, sync
+    points and CPU fallbacks with the user's lines, and the ops dispatched."""
     m = metrics()
     lines = ["torchtpu metrics"]
-    for key in ("compilations", "compile_seconds", "executions", "cache_hits", "cache_misses",
-                "cached_executables", "h2d_bytes", "d2h_bytes"):
-        value = m[key]
-        lines.append(f"  {key:<20} {value:.3f}" if isinstance(value, float) else f"  {key:<20} {value}")
-    for cause, n in m["compilations_by_cause"].items():
-        lines.append(f"    {cause:<18} {n}")
+
+    def row(name, value, note=""):
+        lines.append(f"  {name:<20} {value}" + (f"   ({note})" if note else ""))
+
+    causes = ", ".join(f"{c} {n}" for c, n in m["compilations_by_cause"].items() if n)
+    row("compilations", m["compilations"], causes)
+    row("compile_seconds", f"{m['compile_seconds']:.3f}")
+    row("executions", m["executions"])
+    lookups = m["cache_hits"] + m["cache_misses"]
+    row("cache_hits", m["cache_hits"], f"misses {m['cache_misses']}, hit rate "
+        f"{100 * m['cache_hits'] / lookups:.0f}%" if lookups else f"misses {m['cache_misses']}")
+    row("cached_executables", m["cached_executables"])
+    row("transfers", f"host->device {_size(m['h2d_bytes'])}, device->host {_size(m['d2h_bytes'])}")
+    cuts = m["fused_cuts"]
+    if m["fused_graphs"]:
+        row("fused_graphs", m["fused_graphs"], f"{m['fused_ops']} ops, {m['fused_ops'] / m['fused_graphs']:.0f} per "
+            f"graph, {m['fused_outputs']} outputs; cut at sync {cuts['sync']}, loop {cuts['loop']}, "
+            f"size limit {cuts['size']}")
+    row("donated_buffers", m["donated_buffers"])
+    c = m["compiled"]
+    if c["programs"] or c["runs"]:
+        row("torch.compile", f"{c['programs']} programs", f"{c['runs']} runs, {c['abandoned']} captures abandoned")
+    d = m["distributed"]
+    if d.get("collectives"):
+        row("collectives", d["collectives"], f"{d['host_staged']} staged through the host "
+            f"({_size(d['host_staged_bytes'])}), {d['device_programs']} device programs")
     fallbacks = m["cpu_fallbacks"]
-    lines.append(f"  cpu_fallbacks        {sum(fallbacks.values())}")
+    row("cpu_fallbacks", sum(fallbacks.values()))
+    sites = fallback_sites()
     for name, n in sorted(fallbacks.items(), key=lambda kv: -kv[1]):
         lines.append(f"    {name:<40} {n}")
+        for s in [s for s in sites if s["op"] == name][:top]:
+            lines.append(f"      {s['site'] or 'an unknown line':<38} {s['count']}")
+    recompiling = _recompiling_sites(top)
+    if recompiling:
+        lines.append("  recompiling sites")
+        for site, e in recompiling:
+            lines.append(f"    {site:<40} {e['site_compilations']} compilations (last: {e['cause']}: {e['detail']})")
+    syncs = sync_points()
+    lines.append(f"  sync_points          {sum(s['count'] for s in syncs)}")
+    for s in syncs[:top]:
+        lines.append(f"    {s['site'] or 'an unknown line':<40} {s['count']:>6}  {s['cause']} [{s['op']}]")
     lines.append("  ops")
     for name, n in sorted(m["ops"].items(), key=lambda kv: -kv[1]):
         lines.append(f"    {name:<40} {n}")

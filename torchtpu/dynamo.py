@@ -17,11 +17,10 @@ program per concrete signature.
 import contextlib
 import itertools
 import os
-import warnings
 
 import torch
 
-from . import _C
+from . import _C, debug
 
 __all__ = ["backend"]
 
@@ -274,7 +273,7 @@ def _warn(name, why):
     """Warns once per graph that it runs eagerly, and why."""
     if name not in _warned_names:
         _warned_names.add(name)
-        warnings.warn(f"torch.compile(backend='tpu'): the {name} runs in the current eager mode: {why}", stacklevel=3)
+        debug.warn_at_user_line(f"torch.compile(backend='tpu'): the {name} runs in the current eager mode: {why}")
 
 
 def _compiler(kind):
@@ -323,8 +322,8 @@ def _compile_inductor_request(gm, example_inputs):
     compiles the model's forward this way for a static cache."""
     if "inductor" not in _warned_names:
         _warned_names.add("inductor")
-        warnings.warn("torch.compile: Inductor cannot generate code for the tpu device; the graph is compiled with "
-                      "backend='tpu'", stacklevel=2)
+        debug.warn_at_user_line("torch.compile: Inductor cannot generate code for the tpu device; the graph is "
+                                "compiled with backend='tpu'")
     return backend(gm, example_inputs)
 
 

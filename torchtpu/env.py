@@ -160,10 +160,14 @@ SETTINGS = {
         Setting("TORCHTPU_SHOW_CPP_STACKTRACES", boolean(), "0",
                 "1 adds C++ frames to torchtpu errors (those of the sync point, and of the executor for "
                 "errors of queued work)."),
-        Setting("TORCHTPU_DEBUG", flags("recompiles", "xla"), "",
+        Setting("TORCHTPU_DEBUG", flags("recompiles", "syncs", "xla"), "",
                 "What to report on stderr as it happens: recompiles (each compilation at a site that compiled "
-                "before, with its cause and the user's line); xla (the plugin's own informational log lines "
+                "before, with its cause and the user's line); syncs (each sync point: the op that asked for a "
+                "device value and the user's line); xla (the plugin's own informational log lines "
                 "at startup, kept off stderr otherwise)."),
+        Setting("TORCHTPU_CHECK_NAN", boolean(), "0",
+                "1 checks every floating output of every op for NaN and Inf as the op returns, raising at the "
+                "first with the op and the user's line (each check waits for the op; use with Debug Eager)."),
         Setting("TORCHTPU_RECOMPILE_LIMIT", integer(1, 1 << 20), "8",
                 "Compilations for new shapes at one site before a warning names the varying size (once per site)."),
         Setting("TORCHTPU_BUCKETS", buckets(), "pow2",

@@ -10,6 +10,7 @@
 #include "aten/fallback.h"
 #include "eager/capture.h"
 #include "eager/metrics.h"
+#include "eager/site_log.h"
 
 namespace torchtpu::aten {
 
@@ -26,6 +27,7 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   TORCH_CHECK_NOT_IMPLEMENTED(!fallback_is_error.load(), "The operator '", name,
                               "' has no tpu lowering and CPU fallback is disabled (TORCHTPU_CPU_FALLBACK=error).");
   eager::metrics().count_fallback(name);
+  eager::site_log().record(eager::SiteLog::Kind::kFallback, name);
   // Its results come from the host: a compiled function capturing it would
   // replay this call's values.
   eager::Capture::abandon_this_thread("an op with no tpu lowering (CPU fallback)");
@@ -34,10 +36,14 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     std::lock_guard<std::mutex> lock(warned_mu);
     first = warned.insert(name).second;
   }
-  if (first)
-    TORCH_WARN("The operator '", name,
-               "' has no tpu lowering; it runs on the CPU (copying its tensors), which is slow. "
-               "torchtpu.debug.metrics()['cpu_fallbacks'] counts these.");
+  if (first) {
+    // The user's line, not the library frame PyTorch's warning would name.
+    const std::string where = eager::current_op() ? "" : eager::format_site(eager::capture_site());
+    TORCH_WARN("The operator '", name, "' has no tpu lowering; it runs on the CPU (copying its tensors), which is slow",
+               where.empty() ? "" : " (first reached from " + where + ")",
+               ". torchtpu.debug.metrics_report() lists the lines that reach it.");
+  }
+  eager::SiteLog::Cause cause(name + " (CPU fallback)");
   at::native::cpu_fallback(op, stack);
 }
 

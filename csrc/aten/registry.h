@@ -10,8 +10,12 @@
 
 #include <torch/library.h>
 
+#include <atomic>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <type_traits>
+#include <vector>
 
 #include "eager/metrics.h"
 
@@ -67,7 +71,41 @@ class DeviceCheck {
 // but may not partly overlap (raises the CPU's error).
 void check_no_partial_overlap(const at::Tensor& written, const at::Tensor& input);
 
+// TORCHTPU_CHECK_NAN: each floating or complex output of an op (a tpu
+// tensor, outside a compiled function's capture) is checked for NaN and Inf
+// as the op returns, raising an error that names the op, the output and the
+// user's line. Each check waits for the op (meant for Debug Eager).
+extern std::atomic<bool> nan_check;
+void check_finite(const char* op, const at::Tensor& t, int index);
+inline void check_outputs(const char* op, const at::Tensor& t) { check_finite(op, t, 0); }
+inline void check_outputs(const char* op, const std::vector<at::Tensor>& ts) {
+  for (size_t i = 0; i < ts.size(); ++i) check_finite(op, ts[i], static_cast<int>(i));
+}
+template <class T>
+void check_outputs_at(const char* op, const T& t, int index) {
+  if constexpr (std::is_convertible_v<const T&, const at::Tensor&>) check_finite(op, t, index);
+}
+template <class... T>
+void check_outputs(const char* op, const std::tuple<T...>& ts) {
+  int i = 0;
+  std::apply([&](const auto&... t) { (check_outputs_at(op, t, i++), ...); }, ts);
+}
+template <class T>
+void check_outputs(const char*, const T&) {}
+
 namespace registry_detail {
+
+// Calls the kernel, then the NaN check on what it returns.
+template <class R, class Call>
+R checked(eager::OpCounter* c, Call&& call) {
+  if constexpr (std::is_void_v<R>) {
+    call();
+  } else {
+    R r = call();
+    if (nan_check.load(std::memory_order_relaxed)) check_outputs(c->name(), r);
+    return r;
+  }
+}
 
 template <class... T>
 struct List {};
@@ -99,7 +137,7 @@ struct Wrap<F, R(A...)> {
   static torch::CppFunction make(eager::OpCounter* c, Devices devices) {
     return torch::CppFunction([c, devices](A... a) -> R {
       check(c, devices, a...);
-      return (*F::func_ptr())(std::forward<A>(a)...);
+      return checked<R>(c, [&]() -> R { return (*F::func_ptr())(std::forward<A>(a)...); });
     });
   }
 };
@@ -132,7 +170,7 @@ struct WrapOut<F, R(A...)> {
       check(c, Devices::kSame, a...);
       const OverlapCheck oc{std::get<sizeof...(A) - 1>(std::forward_as_tuple(a...))};
       (oc.see(a), ...);
-      return (*F::func_ptr())(std::forward<A>(a)...);
+      return checked<R>(c, [&]() -> R { return (*F::func_ptr())(std::forward<A>(a)...); });
     });
   }
 };
@@ -149,6 +187,7 @@ struct Functional<F, List<B...>> {
       at::Tensor out;
       (*F::func_ptr())(std::forward<B>(b)..., out);
       TORCH_INTERNAL_ASSERT(out.defined(), c->name(), ": the out= kernel made no tensor");
+      if (nan_check.load(std::memory_order_relaxed)) check_finite(c->name(), out, 0);
       return out;
     });
   }
@@ -165,6 +204,7 @@ struct Inplace<F, List<B...>> {
     return torch::CppFunction([c](at::Tensor& self, B... b) -> at::Tensor& {
       check(c, Devices::kSame, self, b...);
       (*F::func_ptr())(self, std::forward<B>(b)..., self);
+      if (nan_check.load(std::memory_order_relaxed)) check_finite(c->name(), self, 0);
       return self;
     });
   }

@@ -15,6 +15,7 @@
 
 #include "eager/capture.h"
 #include "eager/fused_graph.h"
+#include "eager/site_log.h"
 
 namespace torchtpu::aten {
 
@@ -238,7 +239,10 @@ constexpr size_t kMaxPendingChecks = 64;
   TORCH_CHECK(false, msg);
 }
 
-bool flag_set(const at::Tensor& flag) { return flag.to(at::kCPU).item<bool>(); }
+bool flag_set(const at::Tensor& flag) {
+  eager::SiteLog::Quiet quiet;  // part of the user's sync point (fold_checks, raise_failed_checks)
+  return flag.to(at::kCPU).item<bool>();
+}
 
 // Keeps a list bounded without a sync: its checks become one whose flag is
 // their `or` and whose message names them (the first few).
@@ -272,6 +276,7 @@ void Kernel::check(Value bad, CheckKind kind, std::string what) {
 
 void raise_failed_checks() {
   if (evaluating_checks) return;
+  eager::SiteLog::Quiet quiet;  // reading the flags is part of the user's sync point
   evaluating_checks = true;
   std::vector<PendingCheck> checks;
   checks.swap(pending_checks);

@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <cstring>
 #include <iterator>
-#include <set>
 #include <stdexcept>
 #include <thread>
 
@@ -16,6 +15,7 @@
 #include "eager/fused_graph.h"
 #include "eager/metrics.h"
 #include "eager/op_graph.h"
+#include "eager/site_log.h"
 
 namespace torchtpu::eager {
 
@@ -248,52 +248,6 @@ void Runtime::set_mode(EagerMode m) {
   mode_ = m;
 }
 
-void Runtime::record_error(std::shared_ptr<const DeviceError> e) {
-  std::set<uint64_t> issuers;
-  for (const OpSite& s : e->sites()) issuers.insert(s.where.issuer == kAnyIssuer ? 0 : s.where.issuer);
-  if (issuers.empty()) issuers.insert(0);
-  std::lock_guard<std::mutex> lock(error_mu_);
-  for (uint64_t t : issuers) {
-    auto& list = unraised_[t];
-    if (list.size() < 64) list.push_back(e);
-  }
-}
-
-void Runtime::mark_raised(const std::shared_ptr<const DeviceError>& e) {
-  if (!e) return;
-  std::lock_guard<std::mutex> lock(error_mu_);
-  for (auto it = unraised_.begin(); it != unraised_.end();) {
-    auto& list = it->second;
-    list.erase(std::remove(list.begin(), list.end(), e), list.end());
-    it = list.empty() ? unraised_.erase(it) : std::next(it);
-  }
-}
-
-void Runtime::raise_pending_error() {
-  std::vector<std::shared_ptr<const DeviceError>> mine;
-  {
-    std::lock_guard<std::mutex> lock(error_mu_);
-    for (uint64_t t : {thread_token(), uint64_t{0}}) {
-      auto it = unraised_.find(t);
-      if (it == unraised_.end()) continue;
-      mine.insert(mine.end(), it->second.begin(), it->second.end());
-      unraised_.erase(it);
-    }
-    // Raised here: other threads that contributed ops do not raise them.
-    for (auto it = unraised_.begin(); it != unraised_.end();) {
-      auto& list = it->second;
-      for (const auto& e : mine) list.erase(std::remove(list.begin(), list.end(), e), list.end());
-      it = list.empty() ? unraised_.erase(it) : std::next(it);
-    }
-  }
-  if (mine.empty()) return;
-  DeviceError first = mine[0]->described();
-  if (mine.size() == 1) throw first;
-  throw DeviceError(std::string(first.what()) + "\n(" + std::to_string(mine.size() - 1) +
-                        " later error(s) of queued work from this thread were dropped)",
-                    first.code());
-}
-
 pjrt::BufferPtr Runtime::wait_value(const SlotPtr& slot) {
   pjrt::BufferPtr buf;
   try {
@@ -375,6 +329,10 @@ void Runtime::flush_fused() {
 
 pjrt::BufferPtr Runtime::device_value(StorageValue* s, const char* why) {
   OpGraph::check_not_batching(why);
+  // The op that asked (.item()'s aten::_local_scalar_dense, .cpu()'s
+  // aten::_copy_from, a data-dependent shape's op) and the user's line.
+  const std::string host_read = "a host read of a device value";
+  site_log().record(SiteLog::Kind::kSync, why == host_read ? last_op() : last_op() + (" (" + std::string(why) + ")"));
   Entry entry(/*admit=*/false);
   Capture::abandon_this_thread(why);
   SlotPtr slot;

@@ -213,6 +213,9 @@ class Runtime {
   // Raises (and forgets) the first error of this thread's queued work not
   // raised yet.
   void raise_pending_error();
+  // Every error of queued work not raised yet, of any thread, described (and
+  // forgotten): what the process reports at exit.
+  std::vector<std::string> unobserved_errors();
   // Waits until a value is computed and returns it; raises the error of the
   // work that computed it.
   pjrt::BufferPtr wait_value(const SlotPtr& slot);

@@ -14,6 +14,7 @@
 #include "eager/buckets.h"
 #include "eager/recompiles.h"
 #include "eager/runtime.h"
+#include "eager/site_log.h"
 #include "python/sites.h"
 
 namespace py = pybind11;
@@ -24,6 +25,7 @@ void bind_cache(py::module_& m);    // cache_bindings.cpp
 void bind_compile(py::module_& m);  // compile_bindings.cpp
 void bind_distributed(py::module_& m);  // distributed_bindings.cpp
 void bind_kernels(py::module_& m);      // kernel_bindings.cpp
+void bind_debug(py::module_& m);        // debug_bindings.cpp
 py::dict distributed_metrics();
 void reset_distributed_metrics();
 }  // namespace torchtpu::python
@@ -271,6 +273,7 @@ PYBIND11_MODULE(_C, m) {
     Runtime::get().reset_compilations();
     torchtpu::eager::recompile_log().reset();
     torchtpu::eager::buckets().reset_stats();
+    torchtpu::eager::site_log().clear();
   });
   m.def("_clear_cache", [] { Runtime::get().cache().clear(); });
   m.def("_set_fallback_error", &torchtpu::aten::set_fallback_error);
@@ -295,4 +298,5 @@ PYBIND11_MODULE(_C, m) {
   torchtpu::python::bind_compile(m);
   torchtpu::python::bind_distributed(m);
   torchtpu::python::bind_kernels(m);
+  torchtpu::python::bind_debug(m);
 }

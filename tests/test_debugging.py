@@ -1,0 +1,183 @@
+"""Debugging that explains itself: the user lines that reached sync points
+and CPU fallbacks (with what made them one), TORCHTPU_DEBUG=syncs, the
+NaN/Inf check of op outputs, errors of device work nothing read reported at
+exit, and the report that gathers them."""
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import torchtpu
+from torchtpu import debug
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+THIS = os.path.basename(__file__)
+
+
+def _line_of(marker):
+    with open(__file__) as f:
+        for i, line in enumerate(f, 1):
+            if marker in line and "_line_of" not in line:
+                return i
+    raise AssertionError(marker)
+
+
+def _run(code, **env):
+    full = dict(os.environ, **env)
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          env=full, cwd=ROOT, timeout=300)
+
+
+def test_sync_points_name_the_line_and_cause(each_mode):
+    x = torch.arange(6.0, device="tpu")
+    debug.reset_metrics()
+    for _ in range(3):
+        y = x * 2
+        y.sum().item()  # SYNC-ITEM
+    y.cpu()  # SYNC-CPU
+    if (y > 3).any():  # SYNC-IF
+        pass
+    syncs = debug.sync_points()
+    where = {(s["site"].split(" in ")[0], s["op"]): s for s in syncs}
+    item = where[(f"{__file__}:{_line_of('SYNC-ITEM')}", "aten::_local_scalar_dense")]
+    assert item["count"] == 3 and ".item()" in item["cause"]
+    assert where[(f"{__file__}:{_line_of('SYNC-CPU')}", "aten::_copy_from")]["count"] == 1
+    assert where[(f"{__file__}:{_line_of('SYNC-IF')}", "aten::_local_scalar_dense")]["count"] == 1
+    assert syncs[0] is item  # most frequent first
+    report = debug.metrics_report()
+    assert f"sync_points          {sum(s['count'] for s in syncs)}" in report
+    assert f"{THIS}:{_line_of('SYNC-ITEM')}" in report
+    debug.reset_metrics()
+    assert debug.sync_points() == []
+
+
+def test_device_side_check_reads_are_not_user_syncs():
+    emb = torch.nn.Embedding(10, 3).to("tpu")
+    idx = torch.tensor([1, 2], device="tpu")
+    debug.reset_metrics()
+    emb(idx).sum().item()  # one sync: the embedding's index check is read with it
+    assert [s["count"] for s in debug.sync_points()] == [1]
+
+
+def test_fallback_sites_and_warning_name_the_user_line():
+    code = """
+        import warnings, torch, torchtpu
+        from torchtpu import debug
+        a = torch.eye(3, device="tpu") * 2
+        warnings.simplefilter("always")
+        with warnings.catch_warnings(record=True) as w:
+            for _ in range(2):
+                torch.linalg.ldl_factor(a)
+        print([str(x.message) for x in w if "no tpu lowering" in str(x.message)][0])
+        for s in debug.fallback_sites():
+            print(s["op"], s["site"], s["count"])
+        print(debug.metrics_report())
+    """
+    r = _run(code)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert "first reached from <string>:8" in lines[0] and "metrics_report() lists the lines" in lines[0]
+    assert "aten::linalg_ldl_factor_ex.out <string>:8 in <module> 2" in lines
+    report = r.stdout[r.stdout.index("torchtpu metrics"):]
+    assert re.search(r"\n    aten::linalg_ldl_factor_ex.out +2\n      <string>:8 in <module> +2\n", report), report
+    # The fallback's copies are its sync points, named as such.
+    assert "the CPU fallback of an op with no tpu lowering [aten::linalg_ldl_factor_ex.out (CPU fallback)]" \
+        in report and "[aten::_copy_from]" not in report
+
+
+def test_debug_syncs_prints_each_sync_as_it_happens():
+    code = """
+        import torch, torchtpu
+        x = torch.ones(4, device="tpu")
+        print("before", flush=True)
+        v = (x * 3).sum().item()
+        print("after", v, flush=True)
+    """
+    r = _run(code, TORCHTPU_DEBUG="syncs")
+    assert r.returncode == 0, r.stderr
+    assert "torchtpu: sync point: aten::_local_scalar_dense at <string>:5 in <module>" in r.stderr
+    assert "sync point" not in _run(code).stderr
+
+
+@pytest.mark.parametrize("mode", ["debug", "strict", "fused"])
+def test_check_nan_raises_at_the_first_op(mode):
+    code = f"""
+        import torch, torchtpu
+        torchtpu.set_eager_mode("{mode}")
+        x = torch.tensor([1.0, 0.0, 2.0], device="tpu")
+        y = x * 2
+        z = torch.log(x)  # -inf at element 1
+        print("not reached")
+    """
+    r = _run(code, TORCHTPU_CHECK_NAN="1")
+    assert r.returncode == 1 and "not reached" not in r.stdout
+    assert "RuntimeError: aten::log: output 0 holds NaN or Inf (shape [3], Float; TORCHTPU_CHECK_NAN=1) at " \
+        "<string>:6" in r.stderr, r.stderr
+    ok = _run(code)  # off by default
+    assert ok.returncode == 0 and "not reached" in ok.stdout
+
+
+def test_check_nan_api_and_what_it_leaves_alone():
+    x = torch.tensor([1.0, 0.0], device="tpu")
+    debug.set_check_nan(True)
+    try:
+        assert torch.equal((x + 1).cpu(), torch.tensor([2.0, 1.0]))
+        assert torch.equal((x == 0).cpu(), torch.tensor([False, True]))  # bool outputs: not checked
+        i = torch.tensor([3, 0], device="tpu") // 1  # integers: not checked
+        assert i.cpu().tolist() == [3, 0]
+        with pytest.raises(RuntimeError, match=r"aten::div.Tensor.*holds NaN or Inf"):
+            torch.div(x, x)  # 0/0
+        with pytest.raises(RuntimeError, match=r"aten::mul_?.*holds NaN or Inf"):
+            x.mul_(float("inf"))
+    finally:
+        debug.set_check_nan(False)
+    assert torch.isnan(torch.div(x, x)).any().item()
+
+
+def test_an_error_nothing_read_is_reported_at_exit():
+    code = """
+        import torch, torchtpu
+        x = torch.arange(3.0, device="tpu")
+        y = x[torch.tensor([5], device="tpu")]
+        print("end of script", flush=True)
+    """
+    for mode in ("strict", "fused"):
+        r = _run(code, TORCHTPU_EAGER_MODE=mode)
+        assert r.returncode == 1, (mode, r.stdout, r.stderr)
+        assert r.stdout == "end of script\n"
+        assert "torchtpu: device work failed and nothing read its result" in r.stderr
+        assert "aten::index: index out of bounds for dimension 0 with size 3 (issued at <string>:4" in r.stderr, r.stderr
+    clean = _run(code.replace("[5]", "[2]"))
+    assert clean.returncode == 0 and clean.stderr == ""
+
+
+def test_exit_handlers_still_run_after_a_lost_error(tmp_path):
+    marker = tmp_path / "ran"
+    code = f"""
+        import atexit, torch, torchtpu
+        atexit.register(lambda: open({str(marker)!r}, "w").write("yes"))
+        x = torch.arange(3.0, device="tpu")
+        y = x[torch.tensor([7], device="tpu")]
+    """
+    r = _run(code)
+    assert r.returncode == 1 and marker.read_text() == "yes"
+
+
+def test_warnings_point_at_the_user_line():
+    code = """
+        import warnings, torch, torchtpu
+        warnings.simplefilter("always")
+        f = torch.compile(lambda x: x * 2 + 1)
+        with warnings.catch_warnings(record=True) as w:
+            y = f(torch.ones(3, device="tpu"))
+        hit = [x for x in w if "Inductor cannot generate code" in str(x.message)]
+        print(hit[0].filename, hit[0].lineno, y.cpu().tolist())
+    """
+    r = _run(code)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "<string> 6 [3.0, 3.0, 3.0]"
