@@ -181,3 +181,87 @@ def test_warnings_point_at_the_user_line():
     r = _run(code)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "<string> 6 [3.0, 3.0, 3.0]"
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_trace_writes_a_timeline(tmp_path, mode):
+    import json
+    path = tmp_path / "trace.json"
+    model = torch.nn.Sequential(torch.nn.Linear(13, 7), torch.nn.Tanh()).to("tpu")  # sizes no other test uses
+    x = torch.randn(5, 13)
+    with torchtpu.eager_mode(mode), debug.trace(str(path)):
+        loss = model(x.to("tpu")).square().mean()
+        loss.backward()
+        value = loss.item()
+    with torchtpu.eager_mode(mode):
+        assert value == pytest.approx(model(x.to("tpu")).square().mean().item())
+    data = json.loads(path.read_text())
+    spans = [e for e in data["traceEvents"] if e["ph"] == "X"]
+    cats = {e["cat"] for e in spans}
+    assert {"op", "cache", "execute", "sync", "transfer"} <= cats, cats
+    assert "fused" in cats if mode == "fused" else "fused" not in cats
+    names = {e["name"] for e in spans}
+    assert "aten::addmm" in names and "host->device" in names and "device->host" in names
+    assert all(e["dur"] >= 0 and e["ts"] >= 0 for e in spans) and data["otherData"]["dropped"] == 0
+    threads = {e["tid"]: e["args"]["name"] for e in data["traceEvents"] if e["ph"] == "M"}
+    op_threads = {e["tid"] for e in spans if e["name"] == "aten::addmm"}
+    assert "this thread (issuing ops)" in {threads[t] for t in op_threads}
+    assert any(threads[e["tid"]].startswith("executor") for e in spans if e["cat"] == "execute")
+    # Nothing is recorded once the block ended.
+    model(x.to("tpu")).sum().item()
+    assert json.loads(path.read_text()) == data
+
+
+def test_trace_records_compilations(tmp_path):
+    import json
+    path = tmp_path / "trace.json"
+    with debug.trace(str(path)):
+        (torch.arange(37.0, device="tpu") * 3 - 1).cpu()  # a shape no other test compiles
+    spans = json.loads(path.read_text())["traceEvents"]
+    compiles = [e for e in spans if e.get("cat") == "compile"]
+    assert compiles and all("nodes" in e["args"]["detail"] for e in compiles)
+
+
+class _Slow(torch.nn.Module):
+    """Head dim 64 attention, a CPU fallback and an .item() in its forward."""
+
+    def __init__(self):
+        super().__init__()
+        self.attn = torch.nn.MultiheadAttention(128, 2, batch_first=True)
+        self.proj = torch.nn.Linear(128, 72)
+
+    def forward(self, x):
+        y, _ = self.attn(x, x, x)
+        if y.abs().sum().item() > 0:  # ADVISE-SYNC
+            y = y * 1.0
+        m = torch.eye(4, device=x.device) * 2
+        torch.linalg.ldl_factor(m)  # ADVISE-FALLBACK
+        return self.proj(y)
+
+
+def test_advise_ranks_what_costs_time():
+    torch.manual_seed(0)
+    model = _Slow().to("tpu")
+    x = torch.randn(2, 128, 128, device="tpu")
+    findings = debug.advise(model, x, report=False)
+    kinds = [f["kind"] for f in findings]
+    assert findings == sorted(findings, key=lambda f: -f["cost"])
+    fallback = next(f for f in findings if f["kind"] == "cpu fallback")
+    assert fallback["where"].startswith(f"{__file__}:{_line_of('ADVISE-FALLBACK')}")
+    assert "aten::linalg_ldl_factor_ex" in fallback["detail"]
+    sync = next(f for f in findings if f["kind"] == "sync point")
+    assert sync["where"].startswith(f"{__file__}:{_line_of('ADVISE-SYNC')}") and ".item()" in sync["detail"]
+    narrow = [f for f in findings if f["kind"] in ("matmul", "attention") and "attn" in f["where"]]
+    assert narrow and any("64" in f["detail"] for f in narrow), findings
+    assert any(f["kind"] == "matmul" and "proj" in f["where"] and "72" in f["detail"] for f in findings), findings
+    assert "float32 matmuls" in kinds
+    assert all(p.grad is None for p in model.parameters())
+    assert "torchtpu advice" in torchtpu.advisor.format_findings(findings)
+
+
+def test_advise_on_a_clean_model_in_fused_mode():
+    model = torch.nn.Linear(128, 256).to("tpu")
+    x = torch.randn(128, 128, device="tpu")
+    with torchtpu.eager_mode("fused"), torch.autocast("tpu"):
+        findings = debug.advise(model, x, report=False)
+    assert findings == [], findings

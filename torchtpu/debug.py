@@ -3,7 +3,10 @@ per-op dispatch counts, CPU fallbacks and transfer volumes, the user lines
 that reached sync points and fallbacks; the NaN/Inf check of op outputs; the
 StableHLO of a compiled call."""
 import collections
+import contextlib
 import functools
+import json
+import os
 import re
 import sys
 import warnings
@@ -199,6 +202,52 @@ def metrics_report(top: int = 10) -> str:
     for name, n in sorted(m["ops"].items(), key=lambda kv: -kv[1]):
         lines.append(f"    {name:<40} {n}")
     return "\n".join(lines)
+
+
+# A thread's name on the timeline, by the first kind of span it recorded.
+_THREAD_ROLES = {"execute": "executor (program launches)", "transfer": "copies", "compile": "compiler",
+                 "cache": "graph lookup", "op": "op issue", "sync": "op issue", "fused": "op issue"}
+
+
+@contextlib.contextmanager
+def trace(path: str):
+    """Records torchtpu's spans while the block runs and writes them to
+    `path` as a Chrome trace (open it at https://ui.perfetto.dev or in
+    chrome://tracing): each ATen op dispatched to the device ("op"), fused
+    graph cuts ("fused"), graph key and cache lookups ("cache"),
+    compilations ("compile"), program launches ("execute"), the waits of
+    sync points ("sync"), host<->device copies ("transfer") and CPU
+    fallbacks ("fallback"), each on the thread that did it, with a detail
+    (the op, sizes, bytes). At the end, pending work is queued and handed to
+    the device first. Up to 2**20 spans are kept; `otherData.dropped` counts the rest."""
+    _C._trace_start()
+    try:
+        yield
+    finally:
+        spans, dropped = _C._trace_stop()
+        origin = min((s[3] for s in spans), default=0)
+        here = _C._thread_token()
+        tids, roles, events = {}, {}, []
+        for name, cat, thread, begin, end, detail in spans:
+            tid = tids.setdefault(thread, len(tids) + 1)
+            roles.setdefault(tid, "this thread (issuing ops)" if thread == here else _THREAD_ROLES.get(cat, cat))
+            events.append(dict(name=name, cat=cat, ph="X", pid=os.getpid(), tid=tid, ts=(begin - origin) / 1e3,
+                               dur=max(end - begin, 0) / 1e3, args={"detail": detail} if detail else {}))
+        for tid, role in roles.items():
+            events.append(dict(name="thread_name", ph="M", pid=os.getpid(), tid=tid, args={"name": role}))
+        with open(path, "w") as f:
+            json.dump(dict(traceEvents=events, displayTimeUnit="ms", otherData=dict(dropped=dropped)), f)
+
+
+def advise(model, *example_inputs, report: bool = True) -> list:
+    """What costs time in `model`'s step on an XLA device, most costly first
+    (torchtpu/advisor.py): CPU fallbacks, sync points in the step, a step
+    that compiles again, per-op programs, Fused graphs cut by the size limit,
+    contractions and attention heads that map poorly onto the TPU matrix
+    unit, float32 matmuls outside autocast; each names the module or line
+    and the change to make."""
+    from . import advisor
+    return advisor.advise(model, *example_inputs, report=report)
 
 
 def stablehlo(fn, *args, **kwargs) -> str:

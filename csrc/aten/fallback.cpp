@@ -11,6 +11,7 @@
 #include "eager/capture.h"
 #include "eager/metrics.h"
 #include "eager/site_log.h"
+#include "eager/trace.h"
 
 namespace torchtpu::aten {
 
@@ -44,6 +45,8 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
                ". torchtpu.debug.metrics_report() lists the lines that reach it.");
   }
   eager::SiteLog::Cause cause(name + " (CPU fallback)");
+  eager::Trace::Span span("cpu fallback", "fallback");
+  span.detail(name);
   at::native::cpu_fallback(op, stack);
 }
 

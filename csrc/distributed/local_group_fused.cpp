@@ -193,6 +193,7 @@ void LocalGroup::stage(std::unique_ptr<eager::Task> task, std::string error) {
       // its program computed before it is kept.
       if (cut == 0 && !error.empty()) failure = std::make_shared<eager::DeviceError>(error, 0, task->sites);
       if (!failure) {
+        std::shared_ptr<const eager::DeviceError> input_error;
         try {
           auto* group = static_cast<LocalGroup*>(call.group.get());
           const std::chrono::milliseconds timeout(call.timeout_ms);
@@ -206,7 +207,6 @@ void LocalGroup::stage(std::unique_ptr<eager::Task> task, std::string error) {
           const ir::Type& type = g.type(g.nodes()[c.node].operands[0]);
           const eager::Task::Arg& operand = values[c.operand];
           pjrt::BufferPtr input = operand.scalar;
-          std::shared_ptr<const eager::DeviceError> input_error;
           if (operand.slot) {
             operand.slot->wait();
             input_error = operand.slot->error();
@@ -223,7 +223,12 @@ void LocalGroup::stage(std::unique_ptr<eager::Task> task, std::string error) {
           if (b) result->fill(std::move(b), finished_run());
           else failure = input_error;
         } catch (const std::exception& e) {
-          failure = std::make_shared<eager::DeviceError>(e.what(), 0, task->sites);
+          std::string what = e.what();
+          if (input_error) {  // the rank's own input failed: its error is reported inside this one
+            what += "\n(its input's error: " + std::string(input_error->what()) + ")";
+            eager::Runtime::get().mark_raised(input_error);
+          }
+          failure = std::make_shared<eager::DeviceError>(what, 0, task->sites);
         }
       }
       if (failure) result->fail(failure);

@@ -4,6 +4,7 @@
 
 #include "cache/disk_entry.h"
 #include "eager/recompiles.h"
+#include "eager/trace.h"
 #include "eager/runtime.h"
 #include "ir/printer.h"
 #include "pjrt/compile_options.h"
@@ -56,10 +57,13 @@ const std::string& compile_options(int opt_level) {
 
 pjrt::ExecutablePtr Runtime::executable_for(const ir::Graph& g, bool* hit, const OpSite* site, bool helper,
                                             int64_t bucket) {
+  Trace::Span lookup("graph key and cache lookup", "cache");
   ir::GraphKey key = ir::graph_key(g, salt_);
   return cache_.get_or_compile(
       key,
       [&] {
+        Trace::Span span("compile", "compile");
+        span.detail(std::to_string(g.nodes().size()) + " nodes, first op " + (site ? site->op : "?"));
         std::string text = ir::print_stablehlo(g);
         ++compilations_;
         recompile_log().record(g, site ? *site : OpSite{}, helper, bucket);

@@ -1,4 +1,5 @@
 #include "eager/executor.h"
+#include "eager/trace.h"
 
 #include <execinfo.h>
 
@@ -467,7 +468,11 @@ void Executor::run(Task& t) {
       const SlotPtr& s = t.args[d.first].slot;
       if (s && s.use_count() == 1 && s->buffer().use_count() == 1) donatable.push_back(d.first);
     }
-    r = exe->execute(args, t.device, donatable);
+    {
+      Trace::Span span("execute", "execute");
+      span.detail(std::to_string(t.sites.size()) + " ops" + (t.sites.empty() ? "" : ", first " + std::string(t.sites[0].op)));
+      r = exe->execute(args, t.device, donatable);
+    }
     metrics().executions.fetch_add(1, std::memory_order_relaxed);
     metrics().donated_buffers.fetch_add(static_cast<int64_t>(donatable.size()), std::memory_order_relaxed);
     for (int64_t i : donatable) t.args[i].slot->release();

@@ -7,6 +7,7 @@
 #include "eager/buckets.h"
 #include "eager/copy_queue.h"
 #include "eager/metrics.h"
+#include "eager/trace.h"
 #include "ir/graph_key.h"
 
 namespace torchtpu::eager {
@@ -228,6 +229,9 @@ void FusedGraph::flush_groups() {
 
 std::unique_ptr<Task> FusedGraph::make_task(Pending& p, Reason why) {
   if (p.ops == 0) return nullptr;
+  Trace::Span span("fused graph cut", "fused");
+  span.detail(std::to_string(p.ops) + " ops, at " +
+              (why == Reason::kSync ? "a sync point" : why == Reason::kLoop ? "a loop boundary" : "the size limit"));
   Metrics& m = metrics();
   m.fused_graphs.fetch_add(1, std::memory_order_relaxed);
   m.fused_ops.fetch_add(p.ops, std::memory_order_relaxed);

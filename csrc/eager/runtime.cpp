@@ -16,6 +16,7 @@
 #include "eager/metrics.h"
 #include "eager/op_graph.h"
 #include "eager/site_log.h"
+#include "eager/trace.h"
 
 namespace torchtpu::eager {
 
@@ -342,6 +343,8 @@ pjrt::BufferPtr Runtime::device_value(StorageValue* s, const char* why) {
     Capture::abandon_holding(s, why);
     slot = s->slot();
   }
+  Trace::Span span("sync point", "sync");
+  span.detail(last_op());
   return slot ? wait_value(slot) : nullptr;
 }
 
@@ -352,6 +355,8 @@ void Runtime::host_read(StorageValue* s, void* dst, int64_t nbytes) {
     return;
   }
   metrics().d2h_bytes += nbytes;
+  Trace::Span span("device->host", "transfer");
+  span.detail(std::to_string(nbytes) + " bytes");
   buf->to_host(dst, nbytes);
 }
 
@@ -370,8 +375,10 @@ void Runtime::upload_async(const void* data, std::shared_ptr<void> keep, ir::DTy
   int64_t n = ir::byte_size(dtype);
   for (int64_t d : dims) n *= d;
   metrics().h2d_bytes += n;
-  copies_->submit([this, data, keep = std::move(keep), dtype, dims, device, slot = std::move(slot), site] {
+  copies_->submit([this, data, keep = std::move(keep), dtype, dims, device, slot = std::move(slot), site, n] {
     try {
+      Trace::Span span("host->device", "transfer");
+      span.detail(std::to_string(n) + " bytes");
       slot->fill(client_->buffer_from_host(data, to_pjrt(dtype), dims, device), nullptr);
     } catch (const pjrt::Error& e) {
       auto err = std::make_shared<DeviceError>(std::string("host-to-device copy failed: ") + e.what(), e.code(),
@@ -541,6 +548,8 @@ pjrt::BufferPtr Runtime::upload(const void* data, ir::DType dtype, const ir::Dim
   int64_t n = ir::byte_size(dtype);
   for (int64_t d : dims) n *= d;
   metrics().h2d_bytes += n;
+  Trace::Span span("host->device", "transfer");
+  span.detail(std::to_string(n) + " bytes");
   return client_->buffer_from_host(data, to_pjrt(dtype), dims, device);
 }
 

@@ -261,12 +261,13 @@ class Runtime {
   // A 0-d device buffer holding `value` (recently used values are kept).
   pjrt::BufferPtr scalar_buffer(ir::DType dtype, HostScalar value, int device);
   pjrt::BufferPtr upload(const void* data, ir::DType dtype, const ir::Dims& dims, int device);
+  // The error was raised (or reported inside another error that is): no
+  // thread's synchronize() raises it again, and the exit report leaves it out.
+  void mark_raised(const std::shared_ptr<const DeviceError>& e);
 
  private:
   Runtime() = default;
   void record_error(std::shared_ptr<const DeviceError> e);
-  // The error was raised: no thread's synchronize() raises it again.
-  void mark_raised(const std::shared_ptr<const DeviceError>& e);
   void park_if_exiting();
   std::unique_ptr<pjrt::Client> client_;
   std::atomic<EagerMode> mode_{EagerMode::kStrict};

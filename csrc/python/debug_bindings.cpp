@@ -1,12 +1,14 @@
 // Debugging: the sync points and CPU fallbacks each user line reached
 // (eager::SiteLog), the NaN/Inf check of op outputs (TORCHTPU_CHECK_NAN),
-// and the errors of device work nothing read, reported at exit.
+// the errors of device work nothing read, reported at exit, and the spans
+// of a timeline (eager::Trace).
 #include <torch/extension.h>
 
 #include "aten/registry.h"
 #include "aten/tensor_ir.h"
 #include "eager/runtime.h"
 #include "eager/site_log.h"
+#include "eager/trace.h"
 
 namespace torchtpu::python {
 namespace py = pybind11;
@@ -28,6 +30,22 @@ void bind_debug(py::module_& m) {
   m.def("_clear_site_log", [] { eager::site_log().clear(); });
   m.def("_set_print_syncs", [](bool on) { eager::site_log().set_print_syncs(on); });
   m.def("_set_nan_check", [](bool on) { aten::nan_check = on; });
+  m.def("_trace_start", [] { eager::Trace::start(); });
+  // Queues pending work and waits until it was handed to the device, then
+  // stops: (spans as (name, category, thread, begin ns, end ns, detail), dropped).
+  m.def("_trace_stop", [] {
+    {
+      py::gil_scoped_release nogil;
+      eager::Runtime::get().flush_fused();
+      eager::Runtime::get().drain();
+    }
+    int64_t dropped = 0;
+    py::list out;
+    for (const eager::Trace::Event& e : eager::Trace::stop(&dropped))
+      out.append(py::make_tuple(e.name, e.cat, e.thread, e.begin_ns, e.end_ns, e.detail));
+    return py::make_tuple(out, dropped);
+  });
+  m.def("_thread_token", [] { return eager::thread_token(); });
   // Waits for all queued work, then describes every error nothing raised:
   // the first of this thread's (and a failed device-side check), then the
   // rest of every thread's.

@@ -1,0 +1,55 @@
+#include "eager/trace.h"
+
+#include <chrono>
+
+#include "eager/slot.h"
+
+namespace torchtpu::eager {
+
+namespace {
+std::mutex mu;
+std::vector<Trace::Event>* events = new std::vector<Trace::Event>;  // never destroyed: threads trace at exit
+int64_t dropped_events = 0;
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+std::atomic<bool> Trace::on_{false};
+
+void Trace::start() {
+  std::lock_guard<std::mutex> lock(mu);
+  events->clear();
+  dropped_events = 0;
+  on_.store(true);
+}
+
+std::vector<Trace::Event> Trace::stop(int64_t* dropped) {
+  on_.store(false);
+  std::lock_guard<std::mutex> lock(mu);
+  std::vector<Event> out;
+  out.swap(*events);
+  if (dropped) *dropped = dropped_events;
+  return out;
+}
+
+void Trace::add(Event e) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (events->size() >= kMaxEvents) {
+    ++dropped_events;
+    return;
+  }
+  events->push_back(std::move(e));
+}
+
+Trace::Span::Span(const char* name, const char* cat) : name_(name), cat_(cat) {
+  if (on()) begin_ns_ = now_ns();
+}
+
+Trace::Span::~Span() {
+  if (begin_ns_ && on()) add(Event{name_, cat_, thread_token(), begin_ns_, now_ns(), std::move(detail_)});
+}
+
+}  // namespace torchtpu::eager

@@ -1,0 +1,56 @@
+// Trace: the spans of torchtpu's work for a timeline
+// (torchtpu.debug.trace("trace.json"), a Chrome trace that Perfetto opens):
+// op dispatch, graph cache lookup and compilation, program launch, the
+// wait of a sync point, and host<->device copies, each on the thread that
+// did it. Off unless started; a Span then costs one relaxed atomic load.
+// Bounded: at most kMaxEvents spans are kept (later ones are counted as
+// dropped).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace torchtpu::eager {
+
+class Trace {
+ public:
+  static constexpr size_t kMaxEvents = 1 << 20;
+  struct Event {
+    const char* name;  // static or interned strings only
+    const char* cat;
+    uint64_t thread;
+    int64_t begin_ns, end_ns;
+    std::string detail;
+  };
+  static bool on() { return on_.load(std::memory_order_relaxed); }
+  static void start();
+  // Stops and hands over the spans recorded since start() and how many were dropped.
+  static std::vector<Event> stop(int64_t* dropped);
+  static void add(Event e);
+
+  // One span, from construction to destruction (if tracing was on at construction).
+  class Span {
+   public:
+    Span(const char* name, const char* cat);
+    ~Span();
+    void detail(std::string d) {
+      if (begin_ns_) detail_ = std::move(d);
+    }
+    Span(const Span&) = delete;
+    Span& operator=(const Span&) = delete;
+
+   private:
+    const char* name_;
+    const char* cat_;
+    int64_t begin_ns_ = 0;
+    std::string detail_;
+  };
+
+ private:
+  static std::atomic<bool> on_;
+};
+
+}  // namespace torchtpu::eager
