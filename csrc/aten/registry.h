@@ -121,9 +121,6 @@ struct DropLast<List<Acc...>, T, U, Rest...> {
   using type = typename DropLast<List<Acc..., T>, U, Rest...>::type;
 };
 
-// Every wrapper's first line: the op's span on a timeline (eager/trace.h).
-#define TORCHTPU_OP_SPAN(c) eager::Trace::Span op_span((c)->name(), "op")
-
 template <class... A>
 inline void check(eager::OpCounter* c, Devices devices, const A&... a) {
   c->inc();
@@ -140,7 +137,7 @@ template <class F, class R, class... A>
 struct Wrap<F, R(A...)> {
   static torch::CppFunction make(eager::OpCounter* c, Devices devices) {
     return torch::CppFunction([c, devices](A... a) -> R {
-      TORCHTPU_OP_SPAN(c);
+      eager::Trace::Span span(c->name(), "op");  // the op on a timeline (eager/trace.h)
       check(c, devices, a...);
       return checked<R>(c, [&]() -> R { return (*F::func_ptr())(std::forward<A>(a)...); });
     });
@@ -172,7 +169,7 @@ template <class F, class R, class... A>
 struct WrapOut<F, R(A...)> {
   static torch::CppFunction make(eager::OpCounter* c) {
     return torch::CppFunction([c](A... a) -> R {
-      TORCHTPU_OP_SPAN(c);
+      eager::Trace::Span span(c->name(), "op");  // the op on a timeline (eager/trace.h)
       check(c, Devices::kSame, a...);
       const OverlapCheck oc{std::get<sizeof...(A) - 1>(std::forward_as_tuple(a...))};
       (oc.see(a), ...);
@@ -189,7 +186,7 @@ template <class F, class... B>
 struct Functional<F, List<B...>> {
   static torch::CppFunction make(eager::OpCounter* c) {
     return torch::CppFunction([c](B... b) -> at::Tensor {
-      TORCHTPU_OP_SPAN(c);
+      eager::Trace::Span span(c->name(), "op");  // the op on a timeline (eager/trace.h)
       check(c, Devices::kSame, b...);
       at::Tensor out;
       (*F::func_ptr())(std::forward<B>(b)..., out);
@@ -209,7 +206,7 @@ template <class F, class... B>
 struct Inplace<F, List<B...>> {
   static torch::CppFunction make(eager::OpCounter* c) {
     return torch::CppFunction([c](at::Tensor& self, B... b) -> at::Tensor& {
-      TORCHTPU_OP_SPAN(c);
+      eager::Trace::Span span(c->name(), "op");  // the op on a timeline (eager/trace.h)
       check(c, Devices::kSame, self, b...);
       (*F::func_ptr())(self, std::forward<B>(b)..., self);
       if (nan_check.load(std::memory_order_relaxed)) check_finite(c->name(), self, 0);
@@ -224,7 +221,7 @@ struct CountedBoxed final : c10::OperatorKernel {
   using Fn = void (*)(const c10::OperatorHandle&, const char* name, torch::jit::Stack*);
   CountedBoxed(eager::OpCounter* c, Fn f) : counter(c), fn(f) {}
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
-    TORCHTPU_OP_SPAN(counter);
+    eager::Trace::Span span(counter->name(), "op");
     counter->inc();
     fn(op, counter->name(), stack);
   }
