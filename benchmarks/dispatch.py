@@ -68,14 +68,18 @@ def foreach_us(device, mode, repeats=30, n=53):
 
 def strict_compile_ms(large, count=12):
     """Mean compile time of new single-op Strict programs (gelu, a shape no
-    cache holds: the row count starts at a random offset)."""
+    cache holds: the row count starts at a random offset), bucketing off."""
     start = random.randrange(100, 9000 - count)
     before = debug.metrics()
-    with torchtpu.eager_mode("strict"):
-        for k in range(count):
-            rows = (10000 if large else 0) + start + k
-            torch.nn.functional.gelu(torch.ones(rows, 7, device="tpu"))
-        torchtpu.synchronize()
+    torchtpu._C._set_buckets([])  # every size its own program: what is measured here
+    try:
+        with torchtpu.eager_mode("strict"):
+            for k in range(count):
+                rows = (10000 if large else 0) + start + k
+                torch.nn.functional.gelu(torch.ones(rows, 7, device="tpu"))
+            torchtpu.synchronize()
+    finally:
+        torchtpu._C._set_buckets([0])
     after = debug.metrics()
     n = after["compilations"] - before["compilations"]
     return (after["compile_seconds"] - before["compile_seconds"]) / max(n, 1) * 1e3

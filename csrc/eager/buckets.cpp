@@ -11,7 +11,8 @@ namespace torchtpu::eager {
 
 namespace {
 
-constexpr size_t kMaxStates = 1024;  // skeletons remembered (each keeps its last graph's sizes)
+// Skeletons (Strict: places) remembered, each with its last graph's sizes.
+constexpr size_t kMaxStates = 4096;
 // Past this many padded inputs and outputs, the copies the pad and unpad
 // programs make around each run cost more than the compilations bucketing
 // saves: the program runs exact.
@@ -190,23 +191,23 @@ void Buckets::reset_stats() {
 }
 
 std::shared_ptr<Buckets::Program> Buckets::program_for(const ir::Graph& g, int64_t* v_out, const OpSite* site,
-                                                      const std::vector<Task::Arg>& args) {
+                                                      const std::vector<Task::Arg>& args, uint64_t place) {
   if (sizes_.empty() || g.replicas != 1 || !g.collectives.empty()) return nullptr;
   ops::bucket::Sizes sizes = ops::bucket::sizes_of(g);
   std::shared_ptr<Program> prog;
   int64_t& v = *v_out;
   bool fresh = false;
-  uint64_t skeleton = sizes.skeleton;
+  const uint64_t skeleton = place ? (sizes.skeleton ^ (place * 0xC2B2AE3D27D4EB4FULL)) : sizes.skeleton;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = states_.find(sizes.skeleton);
+    auto it = states_.find(skeleton);
     if (it == states_.end()) {
       if (states_.size() >= kMaxStates) {
         auto oldest = std::min_element(states_.begin(), states_.end(),
                                        [](const auto& a, const auto& b) { return a.second.used < b.second.used; });
         states_.erase(oldest);
       }
-      states_[sizes.skeleton] = State{std::move(sizes), std::nullopt, std::nullopt, {}, {}, ++clock_};
+      states_[skeleton] = State{std::move(sizes), std::nullopt, std::nullopt, {}, {}, ++clock_};
       return nullptr;
     }
     State& s = it->second;
@@ -310,7 +311,14 @@ std::vector<std::unique_ptr<Task>> Buckets::apply(std::unique_ptr<Task> task) {
     out.push_back(std::move(task));
     return out;
   }
-  std::optional<Bucketed> b = choose(g, task->sites.empty() ? nullptr : &task->sites.front(), task->args);
+  std::optional<Bucketed> b;
+  try {
+    b = choose(g, task->sites.empty() ? nullptr : &task->sites.front(), task->args, task->place);
+  } catch (const std::exception& e) {  // the graph runs as it is
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.refused;
+    stats_.last_refusal = e.what();
+  }
   if (!b) {
     out.push_back(std::move(task));
     return out;
@@ -319,9 +327,9 @@ std::vector<std::unique_ptr<Task>> Buckets::apply(std::unique_ptr<Task> task) {
 }
 
 std::optional<Buckets::Bucketed> Buckets::choose(const ir::Graph& g, const OpSite* site,
-                                                 const std::vector<Task::Arg>& args) {
+                                                 const std::vector<Task::Arg>& args, uint64_t place) {
   Bucketed b;
-  b.program = program_for(g, &b.v, site, args);
+  b.program = program_for(g, &b.v, site, args, place);
   if (!b.program) return std::nullopt;
   return b;
 }

@@ -1,7 +1,8 @@
-// Bucketed programs (DESIGN decision 17): a Fused program or a graph
-// torch.compile captured, whose graph was seen before
-// with other sizes (the same ops; sizes that vary as one size v does,
-// ops/bucket.h), runs as its bucket's program, with the true v as an
+// Bucketed programs (DESIGN decision 17): a Fused program, a graph
+// torch.compile captured, or a Strict op (at the same place in the op
+// stream, Task::place), whose graph was seen before with other sizes (the
+// same ops; sizes that vary as one size v does, ops/bucket.h), runs as its
+// bucket's program, with the true v as an
 // argument; so one program compiles per bucket instead of one per size.
 // Storages keep their exact values. A padded input comes from the padded
 // twin an earlier bucketed program left beside the exact value (slot.h),
@@ -46,7 +47,9 @@ class Buckets {
   // nullopt: run `g` as it is.
   // `args`: the graph's arguments, whose twins tell the unit of v (a graph
   // that sees only [4n] measures n when its input is laid out as [4, n]).
-  std::optional<Bucketed> choose(const ir::Graph& g, const OpSite* site, const std::vector<Task::Arg>& args);
+  // `place`: a Strict op's place in the op stream (Task::place), or 0.
+  std::optional<Bucketed> choose(const ir::Graph& g, const OpSite* site, const std::vector<Task::Arg>& args,
+                                 uint64_t place = 0);
   // The tasks that compute what `task` (a run of the graph `b` was chosen
   // for) computes: one pad program for its padded inputs, the bucket's
   // program, one unpad program for its padded outputs.
@@ -91,9 +94,9 @@ class Buckets {
   // The bucket's program for `g` (compiled, attributed to `site`) and its
   // v, or null: run `g` as it is.
   std::shared_ptr<Program> program_for(const ir::Graph& g, int64_t* v, const OpSite* site,
-                                       const std::vector<Task::Arg>& args);
+                                       const std::vector<Task::Arg>& args, uint64_t place);
   mutable std::mutex mu_;
-  std::map<uint64_t, State> states_;  // by skeleton
+  std::map<uint64_t, State> states_;  // by skeleton (and place)
   uint64_t clock_ = 0;
   std::vector<int64_t> sizes_{0};
   bool poison_ = false;

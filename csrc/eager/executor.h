@@ -47,6 +47,10 @@ struct Task {
   bool helper = false;
   // A bucketed program: the bucket it serves (0: an exact program).
   int64_t bucket = 0;
+  // Strict Eager: the op's place in the op stream (its user site, its op and
+  // the ops the site issued just before it), which tells apart ops of one
+  // structure for bucketing (buckets.h); 0 for a graph of many ops.
+  uint64_t place = 0;
 };
 
 // Runs functions on a fixed set of threads; after stop(), on the caller.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "eager/buckets.h"
 #include "eager/capture.h"
 #include "eager/fused_graph.h"
 #include "eager/metrics.h"
@@ -14,6 +15,30 @@ thread_local int batching = 0;
 // optimization level may have: below it the program's run time is
 // dominated by its launch, above it by code the higher level makes faster.
 constexpr int64_t kLightMaxElements = 1 << 16;
+
+// Where an op stands in this thread's op stream: its user site (a line and
+// the user frames that called it), its op, and the two ops the site issued
+// just before it. The same code at other sizes gives the same places, so a
+// place whose sizes vary buckets (buckets.h), while two ops of one structure
+// at fixed, different sizes (`fc2(act(fc1(x)))`) never pad; a loop over one
+// line settles on one place.
+uint64_t stream_place(const OpSite& s) {
+  thread_local SiteRef last{};
+  thread_local const char* before[2] = {nullptr, nullptr};
+  if (s.where.code != last.code || s.where.lasti != last.lasti || s.where.callers != last.callers ||
+      s.where.issuer != last.issuer) {
+    last = s.where;
+    before[0] = before[1] = nullptr;
+  }
+  uint64_t h = reinterpret_cast<uintptr_t>(s.where.code) * 0x9E3779B97F4A7C15ULL;
+  for (uint64_t x : {static_cast<uint64_t>(static_cast<uint32_t>(s.where.lasti)), s.where.callers,
+                     uint64_t{reinterpret_cast<uintptr_t>(s.op)}, uint64_t{reinterpret_cast<uintptr_t>(before[0])},
+                     uint64_t{reinterpret_cast<uintptr_t>(before[1])}})
+    h = (h ^ x) * 0x100000001B3ULL + (h >> 31);
+  before[1] = before[0];
+  before[0] = s.op;
+  return h | 1;  // never 0 (a graph of many ops)
+}
 }  // namespace
 
 OpGraph::Batching::Batching() { ++batching; }
@@ -181,7 +206,14 @@ void OpGraph::queue() {
     for (const ir::Type& ty : n.results) largest = std::max(largest, ty.numel());
   if (largest <= kLightMaxElements) g_.opt_level = ir::Graph::kLightOptLevel;
   t->graph = std::make_shared<const ir::Graph>(std::move(g_));
-  Runtime::get().submit(std::move(t));
+  Runtime& rt = Runtime::get();
+  if (rt.mode() == EagerMode::kStrict) {
+    // A place whose sizes vary runs as its bucket's program (buckets.h).
+    t->place = stream_place(site_);
+    for (std::unique_ptr<Task>& part : buckets().apply(std::move(t))) rt.submit(std::move(part));
+    return;
+  }
+  rt.submit(std::move(t));
 }
 
 }  // namespace torchtpu::eager

@@ -279,12 +279,13 @@ void Runtime::wait_groups() {
 void Runtime::queue(std::unique_ptr<Task> t) {
   try {
     // A compiled function's program comes with its executable and size.
-    if (!t->ready_exe) {
-      t->key = ir::graph_key(*t->graph, salt_);
+    if (t->bytes == 0)
       for (ir::Value v : t->graph->outputs) {
         const ir::Type& ty = t->graph->type(v);
         t->bytes += ty.numel() * ir::byte_size(ty.dtype);
       }
+    if (!t->ready_exe) {
+      t->key = ir::graph_key(*t->graph, salt_);
       t->ready_exe = cache_.find(t->key);
     }
     if (!t->ready_exe) {

@@ -32,6 +32,10 @@ struct SiteRef {
   const void* code = nullptr;  // owned by the site provider (kept alive there)
   int lasti = -1;
   uint64_t issuer = 0;
+  // Strict Eager: a hash of the user frames that called `code` (0 when not
+  // taken), telling apart one line reached from different callers (one
+  // layer class's line in layers of different sizes) for bucketing.
+  uint64_t callers = 0;
 };
 struct OpSite {
   const char* op = "";

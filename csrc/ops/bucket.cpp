@@ -87,6 +87,13 @@ std::optional<Plan> Plan::fit(const Sizes& z, const Sizes& a, const Sizes& b) {
   // too: quadratic where a line misses it.
   auto fit_size = [&](int64_t w, int64_t x, int64_t y, Affine* out) {
     const int64_t dv = vb - va;
+    // From two observations, a size that is q*v*v at both (an [n, n] matrix
+    // held flat) is taken as that, not as the line through them.
+    if (!three && va > 0 && vb > 0 && x != 0 && x % (va * va) == 0 && y % (vb * vb) == 0 &&
+        x / (va * va) == y / (vb * vb)) {
+      *out = Affine{0, 0, x / (va * va)};
+      return true;
+    }
     if ((y - x) % dv == 0) {
       *out = Affine{(y - x) / dv, y - (y - x) / dv * vb, 0};
       if (!three || out->at(vz) == w) return true;

@@ -95,10 +95,40 @@ void report_recompiles() {
   inside = false;
 }
 
+// `h` with the nearest user frames (code and instruction) that called
+// frame `f` mixed in: three of them tell apart the layers one line serves, and stop
+// short of the script's own lines (a warm-up call and a loop's call reach a
+// layer the same way).
+uint64_t callers_of(PyFrameObject* f, uint64_t h) {
+  Py_INCREF(f);
+  int users = 0;
+  for (int depth = 0; depth < 64 && users < 3; ++depth) {
+    PyFrameObject* back = PyFrame_GetBack(f);
+    Py_DECREF(f);
+    f = back;
+    if (!f) break;
+    PyCodeObject* code = PyFrame_GetCode(f);
+    const bool skip = internal(code);
+    Py_DECREF(code);  // kept alive by is_internal
+    if (skip) continue;
+    ++users;
+    h = (h ^ reinterpret_cast<uintptr_t>(code)) * 0x100000001B3ULL;
+    h = (h ^ static_cast<uint64_t>(PyFrame_GetLasti(f))) * 0x100000001B3ULL;
+  }
+  Py_XDECREF(f);
+  return h;
+}
+
 eager::SiteRef python_site() {
   eager::SiteRef out;
   park_if_finalizing();
   PyGILState_STATE gil = PyGILState_Ensure();
+  // Strict Eager: the path of frames that issued the op, for bucketing: the
+  // lines inside torch that issued it (one user line reaching a whole
+  // nn.TransformerEncoderLayer issues many ops, its two linear layers from
+  // two lines of it) and the nearest user frames above the user's line.
+  const bool path = eager::Runtime::get().mode() == eager::EagerMode::kStrict;
+  uint64_t h = 0x84222325CBF29CE4ULL;
   PyFrameObject* f = PyEval_GetFrame();
   Py_XINCREF(f);
   eager::SiteRef innermost;
@@ -110,8 +140,13 @@ eager::SiteRef python_site() {
     if (!innermost.code) innermost = here;
     if (!skip) {
       out = here;
+      if (path) out.callers = callers_of(f, h);
       Py_DECREF(f);
       break;
+    }
+    if (path) {
+      h = (h ^ reinterpret_cast<uintptr_t>(here.code)) * 0x100000001B3ULL;
+      h = (h ^ static_cast<uint64_t>(here.lasti)) * 0x100000001B3ULL;
     }
     PyFrameObject* back = PyFrame_GetBack(f);
     Py_DECREF(f);
@@ -144,8 +179,12 @@ eager::SiteRef capture_ref() {
   if (auto node = torch::autograd::get_current_node()) {
     const uint64_t seq = node->sequence_nr() + 1, thread = node->thread_id();
     std::lock_guard<std::mutex> lock(ring_mu);
-    const RingEntry& e = ring[ring_index(seq, thread)];
-    if (e.seq == seq && e.thread == thread && e.site.issuer != 0) return e.site;
+    // A node whose forward op issued nothing here (a view's) takes the site
+    // of the forward op just before it.
+    for (uint64_t back = 0; back < 8 && back < seq; ++back) {
+      const RingEntry& e = ring[ring_index(seq - back, thread)];
+      if (e.seq == seq - back && e.thread == thread && e.site.issuer != 0) return e.site;
+    }
     auto it = issuer_of_thread.find(thread);
     return eager::SiteRef{nullptr, -1, it != issuer_of_thread.end() ? it->second : eager::kAnyIssuer};
   }

@@ -102,19 +102,35 @@ ir::Graph square(int64_t n) {
 
 }  // namespace
 
-TEST(Bucket, ThreeObservationsFitASizeThatGrowsAsTheSquare) {
+// A flat [n*(n+1)] parameter: a size quadratic in n but not a multiple of n*n.
+ir::Graph triangle(int64_t n) {
+  ir::Graph g;
+  torchtpu::ops::Builder b(g);
+  ir::Value p = g.parameter({ir::DType::kF32, {n * (n + 1)}});
+  ir::Value q = g.parameter({ir::DType::kF32, {n}});
+  g.outputs = {b.reduce_sum(p, {0}), b.reduce_sum(q, {0})};
+  return g;
+}
+
+TEST(Bucket, ASizeThatGrowsAsTheSquare) {
+  // Two observations take a size that is q*v*v at both as that.
   const bucket::Sizes a = bucket::sizes_of(square(5)), b = bucket::sizes_of(square(7)),
                       c = bucket::sizes_of(square(10));
-  // Two observations fit every size as a line, which the third misses.
-  auto line = bucket::Plan::fit(a, b);
-  ASSERT_TRUE(line.has_value());
-  EXPECT_EQ(line->v_of(c), -1);
-  auto plan = bucket::Plan::fit(a, b, c);
+  auto plan = bucket::Plan::fit(a, b);
   ASSERT_TRUE(plan.has_value());
   EXPECT_EQ(plan->v_of(bucket::sizes_of(square(13))), 13);  // v is n, more frequent than n + 1
   EXPECT_EQ(plan->v_of(c), 10);
+  // Any other quadratic size: two observations fit it as a line, which the third misses.
+  const bucket::Sizes ta = bucket::sizes_of(triangle(5)), tb = bucket::sizes_of(triangle(7)),
+                      tc = bucket::sizes_of(triangle(10));
+  auto line = bucket::Plan::fit(ta, tb);
+  ASSERT_TRUE(line.has_value());
+  EXPECT_EQ(line->v_of(tc), -1);
+  auto three = bucket::Plan::fit(ta, tb, tc);
+  ASSERT_TRUE(three.has_value());
+  EXPECT_EQ(three->v_of(bucket::sizes_of(triangle(13))), 13);
   // Three observations where one repeats a size tell nothing more.
-  EXPECT_FALSE(bucket::Plan::fit(a, a, b).has_value() && bucket::Plan::fit(a, a, b)->v_of(c) == 10);
+  EXPECT_FALSE(bucket::Plan::fit(ta, ta, tb).has_value() && bucket::Plan::fit(ta, ta, tb)->v_of(tc) == 10);
   std::string why;
   auto padded = bucket::pad(square(10), *plan, 10, 16, &why);
   ASSERT_TRUE(padded.has_value()) << why;
