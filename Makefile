@@ -20,10 +20,11 @@ JOBS ?= $(shell nproc)
 all: build
 
 $(STAMP): requirements.txt
-	$(PYTHON) -m venv $(VENV)
-	$(VPY) -m pip install -q --upgrade pip
-	$(VPY) -m pip install -q -r requirements.txt
-	touch $@
+	@echo "torchtpu: creating $(VENV) with the pinned packages (first run only)"
+	@$(PYTHON) -m venv $(VENV)
+	@$(VPY) -m pip install -q --upgrade pip
+	@$(VPY) -m pip install -q -r requirements.txt
+	@touch $@
 
 # GoogleTest (and ccache, to speed rebuilds) come from Debian when missing.
 system-deps:
@@ -54,10 +55,11 @@ $(TITAN_STAMP): tests/titan/requirements-titan.txt $(STAMP)
 # checkout runs in place, and its metadata gives torch the entry points (the
 # Dynamo backend "tpu", device autoload). Older hand-made registrations go first.
 build: setup
-	$(VPY) -c "import glob, os, shutil, site; sp = site.getsitepackages()[0]; \
+	@echo "torchtpu: building the C++ extension (several minutes the first time, seconds after)"
+	@$(VPY) -c "import glob, os, shutil, site; sp = site.getsitepackages()[0]; \
 	  [os.remove(p) for p in glob.glob(os.path.join(sp, 'torchtpu-dev.pth'))]; \
 	  [shutil.rmtree(d) for d in glob.glob(os.path.join(sp, 'torchtpu-*.dist-info')) if not os.path.exists(os.path.join(d, 'RECORD'))]"
-	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(VPY) -m pip install -q --no-build-isolation --no-deps -e . \
+	@CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(VPY) -m pip install -q --no-build-isolation --no-deps -e . \
 	  -Cbuild-dir=build -Ccmake.define.TORCHTPU_CPP_TESTS=ON
 
 test: build $(JAX_STAMP) $(TITAN_STAMP)
@@ -84,7 +86,7 @@ modules: build
 	  --json tests/modules/report.json
 
 demo: build
-	$(VPY) examples/train_gpt.py
+	@$(VPY) examples/train_gpt.py
 
 bench: build
 	$(VPY) benchmarks/dispatch.py

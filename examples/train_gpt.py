@@ -1,10 +1,12 @@
 """The demo: train a small GPT-style decoder on the tpu device (Fused Eager by
-default), printing loss and speed. Unchanged PyTorch training code; only the
-device differs.
+default), printing loss and speed: on a terminal as a progress bar with the
+loss, steps per second and the time left; otherwise (a log, a pipe) one line
+every ten steps. Unchanged PyTorch training code; only the device differs.
 
     python examples/train_gpt.py [--steps N] [--mode debug|strict|fused]
 """
 import argparse
+import sys
 import time
 
 import torch
@@ -24,6 +26,7 @@ def main(steps=60, batch=8, seq=32, mode="fused"):
     print(f"torchtpu demo: TinyGPT ({sum(p.numel() for p in model.parameters())} parameters) on {device}, "
           f"platform {torchtpu.platform()}, mode {torchtpu.get_eager_mode()}")
     losses = []
+    bar = sys.stdout.isatty()
     start = time.perf_counter()
     window = start
     for step in range(1, steps + 1):
@@ -37,8 +40,17 @@ def main(steps=60, batch=8, seq=32, mode="fused"):
             losses.append(value)
             now = time.perf_counter()
             done = 1 if step == 1 else 10
-            print(f"step {step:4d}  loss {value:.4f}  {done / (now - window):.2f} steps/s")
+            rate = done / (now - window)
             window = now
+            if bar:
+                filled = 30 * step // steps
+                left = (steps - step) / rate
+                print(f"\r[{'#' * filled}{'.' * (30 - filled)}] step {step}/{steps}  loss {value:.4f}  "
+                      f"{rate:.2f} steps/s  {left:.0f}s left ", end="", flush=True)
+            else:
+                print(f"step {step:4d}  loss {value:.4f}  {rate:.2f} steps/s")
+    if bar:
+        print()
     total = time.perf_counter() - start
     m = torchtpu.debug.metrics()
     print(f"trained {steps} steps in {total:.1f}s ({steps / total:.2f} steps/s); "

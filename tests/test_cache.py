@@ -302,7 +302,7 @@ def _maps():
         return sum(1 for _ in f)
 
 
-def test_memory_tier_is_bounded(cache_in):
+def test_memory_tier_is_bounded(cache_in, request):
     """The memory tier keeps at most memory_entries executables, least
     recently used out first: each loaded executable holds JIT code mappings,
     and past the process's limit on mappings (vm.max_map_count) the plugin's
@@ -320,6 +320,8 @@ def test_memory_tier_is_bounded(cache_in):
         x = torch.arange(float(n))
         torch.testing.assert_close((x.to("tpu") * 3).cpu(), x * 3)
 
+    torchtpu._C._set_buckets([])  # each length its own program, bucketing off
+    request.addfinalizer(lambda: torchtpu._C._set_buckets([0]))
     for n in range(1, 21):
         run(n)
     s = torchtpu.cache.stats()

@@ -183,6 +183,50 @@ def test_warnings_point_at_the_user_line():
     assert r.stdout.strip() == "<string> 6 [3.0, 3.0, 3.0]"
 
 
+@pytest.mark.parametrize("mode", ["debug", "strict", "fused"])
+def test_errors_quote_the_users_line(mode):
+    """A device-side error names the op, the user's line and the line's text as the user
+    wrote it (`x[idx]`, not only aten::index), in every mode; a shape error gives the
+    mismatched dimension in PyTorch's words."""
+    x = torch.ones(3, device="tpu")
+    idx = torch.tensor([7], device="tpu")
+    with torchtpu.eager_mode(mode):
+        with pytest.raises(IndexError) as e:
+            y = x[idx] * 2  # the quoted line
+            y.cpu()
+    msg = str(e.value)
+    assert "aten::index" in msg and "index out of bounds" in msg, msg
+    assert f"{THIS}:{_line_of('# the quoted line')} in test_errors_quote_the_users_line: y = x[idx] * 2" in msg, msg
+    with pytest.raises(RuntimeError) as cpu_error:
+        torch.ones(3, 4) + torch.ones(5, 4)
+    with torchtpu.eager_mode(mode):
+        with pytest.raises(RuntimeError) as tpu_error:
+            torch.ones(3, 4, device="tpu") + torch.ones(5, 4, device="tpu")
+    assert str(cpu_error.value) in str(tpu_error.value), (str(cpu_error.value), str(tpu_error.value))
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_torch_profiler_shows_torchtpu_spans(mode):
+    """Under torch.profiler (CPU and PrivateUse1 activities) torchtpu's own spans appear beside
+    the ATen ops: the upload, the program's execution on the executor's thread, the sync wait;
+    the cache lookup and compilation when a program is compiled; again in a second session."""
+    from torch.profiler import ProfilerActivity, profile
+    x = torch.randn(5, 9)
+    with torchtpu.eager_mode(mode):
+        for session in range(2):
+            before = debug.metrics()["compilations"]
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as p:
+                y = (x.to("tpu") * (2.5 + session) + 1).cpu()
+            torch.testing.assert_close(y, x * (2.5 + session) + 1)
+            names = {e.name for e in p.events()}
+            want = {"torchtpu::execute", "torchtpu::sync point", "torchtpu::host->device", "aten::mul"}
+            if debug.metrics()["compilations"] > before:  # a program the memory tier did not hold
+                want |= {"torchtpu::graph key and cache lookup", "torchtpu::compile"}
+            assert want <= names, (session, sorted(want - names))
+    # Off once the profiler stopped: nothing is recorded outside a session.
+    assert not torch.autograd.profiler._is_profiler_enabled
+
+
 @pytest.mark.parametrize("mode", ["strict", "fused"])
 def test_trace_writes_a_timeline(tmp_path, mode):
     import json

@@ -140,3 +140,21 @@ def test_bucketed_programs_are_reported_as_new_buckets():
     assert causes["new_bucket"] == 1 and causes["new_shape"] == 0, causes
     assert len(events) == 1 and "sizes up to 16" in events[0]["detail"], events
 
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_a_new_dtype_or_a_number_that_became_a_tensor_is_named(mode):
+    """The same line compiled again for another dtype, and for a tensor where a Python number
+    was: each event names the input that changed, checked against the values the CPU gives."""
+    x = torch.arange(37, dtype=torch.float32) / 7  # a size no other test compiles
+    with torchtpu.eager_mode(mode):
+        torchtpu.debug.recompiles()  # drained
+        got = []
+        for arg, scale in ((x, 1.5), (x.to(torch.bfloat16), 1.5), (x, torch.tensor(1.5))):
+            scale = scale.to("tpu") if isinstance(scale, torch.Tensor) else scale
+            got.append(torch.atan2(arg.to("tpu") * scale, arg.to("tpu") + 2).cpu())  # the changing line
+        details = " | ".join(e["detail"] for e in _events_here())
+    for (arg, scale), g in zip(((x, 1.5), (x.to(torch.bfloat16), 1.5), (x, torch.tensor(1.5))), got):
+        torch.testing.assert_close(g, torch.atan2(arg * scale, arg + 2))
+    assert "dtype f32 -> bf16" in details, details
+    assert "a Python number became a tensor" in details, details

@@ -295,3 +295,20 @@ def test_import_keeps_xla_startup_logs_off_stderr():
     assert "mine" in quiet.stderr and "[3.0, 3.0]" in quiet.stdout
     loud = run(["-c", code], TORCHTPU_DEBUG="xla", TF_CPP_MIN_LOG_LEVEL=None)
     assert loud.returncode == 0 and "cpu_device_count" in loud.stderr, loud.stderr
+
+
+def test_log_level_is_forwarded_to_the_plugin():
+    """TORCHTPU_LOG_LEVEL sets the plugin's threshold (TF_CPP_MIN_LOG_LEVEL) unless the user
+    set that: info shows XLA's INFO lines, warning (the default) and error do not; a bad
+    value is refused by name."""
+    code = ("import os, torch, torchtpu; print(os.environ['TF_CPP_MIN_LOG_LEVEL']); "
+            "print((torch.ones(2, device='tpu') * 3).cpu().tolist())")
+    for level, want, shown in (("info", "0", True), ("warning", "1", False), ("error", "2", False)):
+        r = run(["-c", code], TORCHTPU_LOG_LEVEL=level, TF_CPP_MIN_LOG_LEVEL=None)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.split()[0] == want and ("cpu_device_count" in r.stderr) == shown, (level, r.stdout, r.stderr)
+    # The user's own threshold wins.
+    r = run(["-c", code], TORCHTPU_LOG_LEVEL="info", TF_CPP_MIN_LOG_LEVEL="2")
+    assert r.returncode == 0 and r.stdout.split()[0] == "2" and "cpu_device_count" not in r.stderr, r.stderr
+    bad = run(["-c", "import torchtpu"], TORCHTPU_LOG_LEVEL="loud")
+    assert bad.returncode != 0 and "TORCHTPU_LOG_LEVEL" in bad.stderr, bad.stderr

@@ -46,8 +46,11 @@ if not _running_env_report() and not _DEFERRED:
         """Starts the plugin with XLA's informational startup lines (absl's
         "All log messages before absl::InitializeLog() ..." and its INFO
         lines, printed by every process) kept off stderr; other lines pass,
-        and all of them when the start fails. TORCHTPU_DEBUG=xla keeps them."""
-        if "xla" in env.get("TORCHTPU_DEBUG"):
+        and all of them when the start fails. TORCHTPU_DEBUG=xla or
+        TORCHTPU_LOG_LEVEL=info keeps them. The plugin's log threshold comes
+        from TORCHTPU_LOG_LEVEL."""
+        env.export(**env.plugin_log_levels())
+        if "xla" in env.get("TORCHTPU_DEBUG") or env.get("TORCHTPU_LOG_LEVEL") in ("info", "debug"):
             _C._init(_PLUGIN, env.cpu_devices())
             return
         import re

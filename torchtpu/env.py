@@ -165,15 +165,19 @@ SETTINGS = {
                 "before, with its cause and the user's line); syncs (each sync point: the op that asked for a "
                 "device value and the user's line); xla (the plugin's own informational log lines "
                 "at startup, kept off stderr otherwise)."),
+        Setting("TORCHTPU_LOG_LEVEL", choice("debug", "info", "warning", "error"), "warning",
+                "The least severe log line of the PJRT plugin (XLA) that reaches stderr, forwarded to it as "
+                "TF_CPP_MIN_LOG_LEVEL (unless that is set): info and debug also keep its startup lines, and "
+                "debug its verbose logging (TF_CPP_MAX_VLOG_LEVEL=1)."),
         Setting("TORCHTPU_CHECK_NAN", boolean(), "0",
                 "1 checks every floating output of every op for NaN and Inf as the op returns, raising at the "
                 "first with the op and the user's line (each check waits for the op; use with Debug Eager)."),
         Setting("TORCHTPU_RECOMPILE_LIMIT", integer(1, 1 << 20), "8",
                 "Compilations for new shapes at one site before a warning names the varying size (once per site)."),
         Setting("TORCHTPU_BUCKETS", buckets(), "pow2",
-                "Fused Eager and torch.compile: sizes that vary between programs of the same ops are padded up "
-                "to a bucket so one program serves the bucket: pow2 (powers of two from 16), a comma-separated "
-                "list of sizes, or off."),
+                "Strict and Fused Eager and torch.compile: sizes that vary between programs of the same ops "
+                "(Strict: one op at the same place in the op stream) are padded up to a bucket so one program "
+                "serves the bucket: pow2 (powers of two from 16), a comma-separated list of sizes, or off."),
         Setting("TORCHTPU_TORCH_XLA", boolean(), "0",
                 "1 makes `import torch_xla` and its common modules resolve to torchtpu's PyTorch/XLA shims "
                 "(torchtpu.compat.install() at import), so scripts written for PyTorch/XLA run unchanged."),
@@ -239,6 +243,21 @@ def exported(**values):
 def export(**values) -> None:
     """Sets environment variables in this process (a spawned rank's RANK)."""
     os.environ.update({k: str(v) for k, v in values.items()})
+
+
+def plugin_log_levels() -> dict:
+    """The environment the plugin reads its log thresholds from, as
+    TORCHTPU_LOG_LEVEL asks (TORCHTPU_DEBUG=xla: at least info); a
+    TF_CPP_MIN_LOG_LEVEL the user set wins."""
+    level = get("TORCHTPU_LOG_LEVEL")
+    if "xla" in get("TORCHTPU_DEBUG") and level in ("warning", "error"):
+        level = "info"
+    out = {}
+    if os.environ.get("TF_CPP_MIN_LOG_LEVEL", "") == "":  # XLA's own threshold
+        out["TF_CPP_MIN_LOG_LEVEL"] = {"debug": 0, "info": 0, "warning": 1, "error": 2}[level]
+    if level == "debug":
+        out["TF_CPP_MAX_VLOG_LEVEL"] = 1
+    return out
 
 
 def get(name: str):

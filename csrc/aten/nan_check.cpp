@@ -29,7 +29,7 @@ void check_finite(const char* op, const at::Tensor& t, int index) {
   }
   checking = false;
   if (finite) return;
-  const std::string where = eager::format_site(eager::capture_site());
+  const std::string where = eager::format_site(eager::capture_site(), /*with_source=*/true);
   TORCH_CHECK(false, op, ": output ", index, " holds NaN or Inf (shape ", t.sizes(), ", ", t.scalar_type(),
               "; TORCHTPU_CHECK_NAN=1)", where.empty() ? "" : " at " + where);
 }

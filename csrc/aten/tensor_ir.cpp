@@ -233,7 +233,7 @@ std::vector<PendingCheck>& backward_checks = *new std::vector<PendingCheck>;
 constexpr size_t kMaxPendingChecks = 64;
 
 [[noreturn]] void raise_check(const PendingCheck& c) {
-  std::string where = eager::format_site(c.site.where);
+  std::string where = eager::format_site(c.site.where, /*with_source=*/true);
   std::string msg = std::string(c.site.op) + ": " + c.what + (where.empty() ? "" : " (issued at " + where + ")");
   if (c.kind == Kernel::CheckKind::kIndex) TORCH_CHECK_INDEX(false, msg);
   TORCH_CHECK(false, msg);

@@ -48,7 +48,9 @@ SiteRef capture_site() {
   if (s.issuer == 0) s.issuer = thread_token();
   return s;
 }
-std::string format_site(SiteRef s) { return site_format && s.code ? site_format(s) : std::string(); }
+std::string format_site(SiteRef s, bool with_source) {
+  return site_format && s.code ? site_format(s, with_source) : std::string();
+}
 
 const OpSite* current_op() { return current; }
 CurrentOpScope::CurrentOpScope(const OpSite* op) : outer_(current) { current = op; }
@@ -156,7 +158,7 @@ std::string describe_failure(const std::vector<OpSite>& sites, const std::string
   std::ostringstream os;
   if (sites.size() == 1) {
     os << sites[0].op << ": " << what;
-    std::string where = format_site(sites[0].where);
+    std::string where = format_site(sites[0].where, /*with_source=*/true);
     if (!where.empty()) os << "\n  (issued at " << where << ")";
     return os.str();
   }
@@ -165,7 +167,7 @@ std::string describe_failure(const std::vector<OpSite>& sites, const std::string
   // that matters), each with the ops issued there.
   std::vector<std::pair<std::string, std::vector<const char*>>> places;
   for (auto it = sites.rbegin(); it != sites.rend() && places.size() <= 8; ++it) {
-    std::string where = format_site(it->where);
+    std::string where = format_site(it->where, /*with_source=*/true);
     auto place = std::find_if(places.begin(), places.end(), [&](const auto& p) { return p.first == where; });
     if (place == places.end()) {
       places.push_back({where, {}});

@@ -85,6 +85,28 @@ RecompileLog::Shape RecompileLog::shape_of(const ir::Graph& g) {
   return s;
 }
 
+std::string RecompileLog::inputs_difference(const Shape& before, const Shape& now) {
+  std::ostringstream o;
+  if (before.params.size() != now.params.size()) {
+    o << "; " << before.params.size() << " -> " << now.params.size() << " inputs";
+    return o.str();
+  }
+  int named = 0;
+  for (size_t i = 0; i < now.params.size() && named < 3; ++i) {
+    const ir::Type& a = before.params[i];
+    const ir::Type& b = now.params[i];
+    if (a.dims.empty() != b.dims.empty()) {  // a scalar argument is rank 0, a tensor's storage rank 1
+      o << "; input " << i
+        << (a.dims.empty() ? ": a Python number became a tensor" : ": a tensor became a Python number");
+      ++named;
+    } else if (a.dtype != b.dtype) {
+      o << "; input " << i << " dtype " << ir::mlir_name(a.dtype) << " -> " << ir::mlir_name(b.dtype);
+      ++named;
+    }
+  }
+  return o.str();
+}
+
 std::string RecompileLog::difference(const Shape& before, const Shape& now) {
   std::ostringstream o;
   int named = 0, more = 0;
@@ -157,7 +179,7 @@ RecompileLog::Cause RecompileLog::record(const ir::Graph& g, const OpSite& site,
     detail = "first program of this site (" + std::to_string(now.nodes) + " nodes)";
   } else {
     detail = "other ops than before at this site (" + std::to_string(s.shapes.front().nodes) + " -> " +
-             std::to_string(now.nodes) + " nodes)";
+             std::to_string(now.nodes) + " nodes" + inputs_difference(s.shapes.front(), now) + ")";
   }
   s.shapes.insert(s.shapes.begin(), std::move(now));
   if (s.shapes.size() > kShapesPerSite) s.shapes.pop_back();

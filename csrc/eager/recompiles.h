@@ -73,6 +73,9 @@ class RecompileLog {
   static constexpr size_t kShapesPerSite = 4;
   static Shape shape_of(const ir::Graph& g);
   static std::string difference(const Shape& before, const Shape& now);
+  // Between graphs of other ops: inputs that changed dtype or became a
+  // Python number or a tensor ("; input 1 dtype f32 -> bf16"), or "".
+  static std::string inputs_difference(const Shape& before, const Shape& now);
 
   mutable std::mutex mu_;
   std::map<std::tuple<const void*, int, const char*>, Site> sites_;

@@ -46,10 +46,11 @@ struct OpSite {
 // captured one ("train.py:42 in step"). Without them sites are op names only.
 // capture_site() always names an issuer (this thread when the hook does not).
 using SiteCaptureFn = SiteRef (*)();
-using SiteFormatFn = std::string (*)(SiteRef);
+using SiteFormatFn = std::string (*)(SiteRef, bool with_source);
 void set_site_hooks(SiteCaptureFn capture, SiteFormatFn format);
 SiteRef capture_site();
-std::string format_site(SiteRef s);
+// with_source: followed by the line's text (`c = a + b`), for errors.
+std::string format_site(SiteRef s, bool with_source = false);
 
 // The op whose graph this thread is building (set by OpGraph while it holds
 // the device lock), or null. An op built inside another takes the outer

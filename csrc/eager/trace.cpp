@@ -1,6 +1,7 @@
 #include "eager/trace.h"
 
 #include <chrono>
+#include <cstring>
 
 #include "eager/slot.h"
 
@@ -18,6 +19,13 @@ int64_t now_ns() {
 }  // namespace
 
 std::atomic<bool> Trace::on_{false};
+Trace::ProfilerBegin Trace::profiler_begin_ = nullptr;
+Trace::ProfilerEnd Trace::profiler_end_ = nullptr;
+
+void Trace::set_profiler_hooks(ProfilerBegin begin, ProfilerEnd end) {
+  profiler_end_ = end;
+  profiler_begin_ = begin;
+}
 
 void Trace::start() {
   std::lock_guard<std::mutex> lock(mu);
@@ -46,9 +54,12 @@ void Trace::add(Event e) {
 
 Trace::Span::Span(const char* name, const char* cat) : name_(name), cat_(cat) {
   if (on()) begin_ns_ = now_ns();
+  // An op's own span is the dispatcher's in torch.profiler already.
+  if (profiler_begin_ && std::strcmp(cat, "op") != 0) profiled_ = profiler_begin_(name);
 }
 
 Trace::Span::~Span() {
+  if (profiled_) profiler_end_(profiled_);
   if (begin_ns_ && on()) add(Event{name_, cat_, thread_token(), begin_ns_, now_ns(), std::move(detail_)});
 }
 

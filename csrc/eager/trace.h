@@ -4,7 +4,8 @@
 // wait of a sync point, and host<->device copies, each on the thread that
 // did it. Off unless started; a Span then costs one relaxed atomic load.
 // Bounded: at most kMaxEvents spans are kept (later ones are counted as
-// dropped).
+// dropped). While torch.profiler records, each span is also a span of its
+// trace (the profiler hooks the Python layer installs).
 #pragma once
 
 #include <atomic>
@@ -31,6 +32,13 @@ class Trace {
   static std::vector<Event> stop(int64_t* dropped);
   static void add(Event e);
 
+  // Installed by the Python layer: begin opens a span named `name` in
+  // torch.profiler's trace while it records and returns its handle (null:
+  // not recording); end closes it, on the same thread.
+  using ProfilerBegin = void* (*)(const char* name);
+  using ProfilerEnd = void (*)(void* handle);
+  static void set_profiler_hooks(ProfilerBegin begin, ProfilerEnd end);
+
   // One span, from construction to destruction (if tracing was on at construction).
   class Span {
    public:
@@ -46,11 +54,14 @@ class Trace {
     const char* name_;
     const char* cat_;
     int64_t begin_ns_ = 0;
+    void* profiled_ = nullptr;  // the torch.profiler span, if any
     std::string detail_;
   };
 
  private:
   static std::atomic<bool> on_;
+  static ProfilerBegin profiler_begin_;
+  static ProfilerEnd profiler_end_;
 };
 
 }  // namespace torchtpu::eager

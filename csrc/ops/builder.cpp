@@ -93,8 +93,10 @@ Dims broadcast_shapes(const Dims& a, const Dims& b) {
   for (size_t i = 0; i < n; ++i) {
     int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
     int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
-    if (da != db && da != 1 && db != 1)
-      throw LoweringError("shapes " + shape_str(a) + " and " + shape_str(b) + " are not broadcastable");
+    if (da != db && da != 1 && db != 1)  // PyTorch's words, with the shapes
+      throw LoweringError("The size of tensor a (" + std::to_string(da) + ") must match the size of tensor b (" +
+                          std::to_string(db) + ") at non-singleton dimension " + std::to_string(i) + " (shapes " +
+                          shape_str(a) + " and " + shape_str(b) + ")");
     out[i] = da == 1 ? db : da;
   }
   return out;

@@ -2,7 +2,15 @@
 // (eager::SiteLog), the NaN/Inf check of op outputs (TORCHTPU_CHECK_NAN),
 // the errors of device work nothing read, reported at exit, and the spans
 // of a timeline (eager::Trace).
+#include <ATen/record_function.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
+#include <torch/csrc/profiler/orchestration/observer.h>
 #include <torch/extension.h>
+
+#include <chrono>
+#include <mutex>
+#include <string>
+#include <unordered_map>
 
 #include "aten/registry.h"
 #include "aten/tensor_ir.h"
@@ -13,8 +21,91 @@
 namespace torchtpu::python {
 namespace py = pybind11;
 
+namespace {
+
+// torch.profiler's view of a span: "torchtpu::<name>" (interned, as a
+// RecordFunction keeps the pointer).
+const char* profiler_name(const char* name) {
+  static std::mutex mu;
+  static auto& names = *new std::unordered_map<const char*, std::string>;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = names.find(name);
+  if (it == names.end()) it = names.emplace(name, std::string("torchtpu::") + name).first;
+  return it->second.c_str();
+}
+
+// A span in torch.profiler's trace while it records. On the thread that
+// started the profiler it is a RecordFunction. torchtpu's own threads (the
+// executor, the compile pool) do not join the profiler (PyTorch's way for a
+// child thread to join swaps the profiling thread's callback handle); their
+// finished spans wait here and the profiling thread's next span hands them
+// to the profiler as events with their own times.
+struct ProfiledSpan {
+  at::RecordFunction* rf = nullptr;
+  const char* name;
+  int64_t begin_us;
+};
+struct FinishedSpan {
+  const char* name;
+  int64_t begin_us, end_us;
+};
+constexpr size_t kMaxFinished = 1 << 16;
+std::mutex finished_mu;
+std::vector<FinishedSpan>& finished = *new std::vector<FinishedSpan>;
+
+int64_t unix_us() {  // the profiler's time base for reported events
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+bool profiling_here() { return torch::profiler::impl::ProfilerStateBase::get(/*global=*/false) != nullptr; }
+
+void hand_over_finished() {
+  std::vector<FinishedSpan> mine;
+  {
+    std::lock_guard<std::mutex> lock(finished_mu);
+    mine.swap(finished);
+  }
+  for (const FinishedSpan& f : mine)
+    torch::autograd::profiler::reportBackendEventToActiveKinetoProfiler(f.begin_us, f.end_us, -1,
+                                                                        at::RecordScope::USER_SCOPE, f.name, "tpu");
+}
+
+void* profiler_begin(const char* name) {
+  if (!torch::autograd::profiler::isProfilerEnabledInMainThread()) return nullptr;
+  try {
+    auto span = std::make_unique<ProfiledSpan>(ProfiledSpan{nullptr, profiler_name(name), unix_us()});
+    if (profiling_here()) {
+      hand_over_finished();
+      auto rf = std::make_unique<at::RecordFunction>(at::RecordScope::USER_SCOPE);
+      if (rf->isActive()) {
+        rf->before(span->name);
+        span->rf = rf.release();
+      }
+    }
+    return span.release();
+  } catch (const std::exception&) {  // a profiler stopping meanwhile: no span
+    return nullptr;
+  }
+}
+
+void profiler_end(void* handle) {
+  std::unique_ptr<ProfiledSpan> span(static_cast<ProfiledSpan*>(handle));
+  if (span->rf) {
+    std::unique_ptr<at::RecordFunction> rf(span->rf);
+    rf->end();
+    hand_over_finished();
+    return;
+  }
+  std::lock_guard<std::mutex> lock(finished_mu);
+  if (finished.size() < kMaxFinished) finished.push_back({span->name, span->begin_us, unix_us()});
+}
+
+}  // namespace
+
 void bind_debug(py::module_& m) {
   using eager::SiteLog;
+  eager::Trace::set_profiler_hooks(&profiler_begin, &profiler_end);
   m.def("_site_log", [] {
     py::list out;
     for (const SiteLog::Entry& e : eager::site_log().entries()) {

@@ -203,7 +203,26 @@ eager::SiteRef capture_ref() {
   return s;
 }
 
-std::string format(eager::SiteRef s) {
+// The stripped text of `file`'s line `line` (linecache, as tracebacks show
+// it), at most 100 characters; empty when unknown. Holds the GIL.
+std::string source_text(const char* file, int line) {
+  std::string out;
+  PyObject* linecache = PyImport_ImportModule("linecache");
+  PyObject* text = linecache ? PyObject_CallMethod(linecache, "getline", "si", file, line) : nullptr;
+  const char* utf8 = text && PyUnicode_Check(text) ? PyUnicode_AsUTF8(text) : nullptr;
+  if (utf8) {
+    out = utf8;
+    const size_t b = out.find_first_not_of(" \t\r\n"), e = out.find_last_not_of(" \t\r\n");
+    out = b == std::string::npos ? std::string() : out.substr(b, e - b + 1);
+    if (out.size() > 100) out = out.substr(0, 97) + "...";
+  }
+  Py_XDECREF(text);
+  Py_XDECREF(linecache);
+  PyErr_Clear();
+  return out;
+}
+
+std::string format(eager::SiteRef s, bool with_source) {
   if (s.lasti == kTextSite) return *static_cast<const std::string*>(s.code);
   if (!Py_IsInitialized()) return {};
   park_if_finalizing();
@@ -212,7 +231,12 @@ std::string format(eager::SiteRef s) {
   std::string out;
   const char* file = PyUnicode_AsUTF8(code->co_filename);
   const char* name = PyUnicode_AsUTF8(code->co_name);
-  if (file && name) out = std::string(file) + ":" + std::to_string(PyCode_Addr2Line(code, s.lasti)) + " in " + name;
+  if (file && name) {
+    const int line = PyCode_Addr2Line(code, s.lasti);
+    out = std::string(file) + ":" + std::to_string(line) + " in " + name;
+    const std::string text = with_source ? source_text(file, line) : std::string();
+    if (!text.empty()) out += ": " + text;
+  }
   PyErr_Clear();
   PyGILState_Release(gil);
   return out;

@@ -74,6 +74,27 @@ TEST(RecompileLog, OtherOpsAtTheSameSiteIsANewProgram) {
   EXPECT_NE(events.back().detail.find("other ops"), std::string::npos) << events.back().detail;
 }
 
+TEST(RecompileLog, OtherOpsNameAnInputsNewDtypeOrKind) {
+  RecompileLog log;
+  auto scaled = [](ir::DType t, bool number) {  // x * s, s a Python number (rank 0) or a tensor's storage
+    ir::Graph g;
+    ir::Value p = g.parameter({t, {8}});
+    ir::Value s = g.parameter({t, number ? ir::Dims{} : ir::Dims{1}});
+    const std::vector<int64_t> dims = number ? std::vector<int64_t>{} : std::vector<int64_t>{0};
+    ir::Value b = g.add("stablehlo.broadcast_in_dim", {s}, {t, {8}}, {ir::Attr::array("broadcast_dimensions", dims)});
+    g.outputs = {g.add("stablehlo.multiply", {p, b}, {t, {8}})};
+    return g;
+  };
+  log.record(scaled(ir::DType::kF32, true), kSite);
+  log.record(scaled(ir::DType::kBF16, true), kSite);
+  log.record(scaled(ir::DType::kBF16, false), kSite);
+  auto events = log.drain();
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_NE(events[1].detail.find("input 0 dtype f32 -> bf16; input 1 dtype f32 -> bf16"), std::string::npos)
+      << events[1].detail;
+  EXPECT_NE(events[2].detail.find("input 1: a Python number became a tensor"), std::string::npos) << events[2].detail;
+}
+
 TEST(RecompileLog, ResetKeepsTheSitesGraphsAndBoundsEvents) {
   RecompileLog log;
   log.record(graph(32, {4, 8}), kSite);
