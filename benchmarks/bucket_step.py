@@ -2,11 +2,12 @@
 variable_shapes.py (GPT-2, width 64, 2 layers, batch 4, AdamW) alternating
 between two lengths of one bucket (100 and 104, bucket 128), against the same
 lengths with bucketing off and against a fixed length of 128 (the bucket's own
-size). Fused Eager and torch.compile(backend="tpu"), each in its own process.
+size). Fused Eager, Strict Eager and torch.compile(backend="tpu"), each in its
+own process.
 Prints one JSON line per mode: the median step time of each run and the
 ratios.
 
-  python benchmarks/bucket_step.py [--modes fused,compiled] [--lengths 100,104] [--steps 40]
+  python benchmarks/bucket_step.py [--modes fused,compiled,strict] [--lengths 100,104] [--steps 40]
 """
 import argparse
 import json
@@ -22,7 +23,7 @@ def child(mode, lengths, steps):
     import torch
     torch.set_num_threads(1)
     import torchtpu
-    torchtpu.set_eager_mode("fused")
+    torchtpu.set_eager_mode("strict" if mode == "strict" else "fused")
     from transformers import GPT2Config, GPT2LMHeadModel
     from transformers.utils import logging
     logging.set_verbosity_error()

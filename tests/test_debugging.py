@@ -217,9 +217,11 @@ def test_torch_profiler_shows_torchtpu_spans(mode):
             before = debug.metrics()["compilations"]
             with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as p:
                 y = (x.to("tpu") * (2.5 + session) + 1).cpu()
+                torch.ones(1, device="tpu").cpu()  # a later span hands over the device's
             torch.testing.assert_close(y, x * (2.5 + session) + 1)
             names = {e.name for e in p.events()}
-            want = {"torchtpu::execute", "torchtpu::sync point", "torchtpu::host->device", "aten::mul"}
+            want = {"torchtpu::execute", "torchtpu::device execution", "torchtpu::sync point",
+                    "torchtpu::host->device", "aten::mul"}
             if debug.metrics()["compilations"] > before:  # a program the memory tier did not hold
                 want |= {"torchtpu::graph key and cache lookup", "torchtpu::compile"}
             assert want <= names, (session, sorted(want - names))
@@ -242,7 +244,7 @@ def test_trace_writes_a_timeline(tmp_path, mode):
     data = json.loads(path.read_text())
     spans = [e for e in data["traceEvents"] if e["ph"] == "X"]
     cats = {e["cat"] for e in spans}
-    assert {"op", "cache", "execute", "sync", "transfer"} <= cats, cats
+    assert {"op", "cache", "execute", "device", "sync", "transfer"} <= cats, cats
     assert "fused" in cats if mode == "fused" else "fused" not in cats
     names = {e["name"] for e in spans}
     assert "aten::addmm" in names and "host->device" in names and "device->host" in names
@@ -251,6 +253,8 @@ def test_trace_writes_a_timeline(tmp_path, mode):
     op_threads = {e["tid"] for e in spans if e["name"] == "aten::addmm"}
     assert "this thread (issuing ops)" in {threads[t] for t in op_threads}
     assert any(threads[e["tid"]].startswith("executor") for e in spans if e["cat"] == "execute")
+    device = [e for e in spans if e["cat"] == "device"]
+    assert device and all(threads[e["tid"]].startswith("device") and e["dur"] > 0 for e in device), device
     # Nothing is recorded once the block ended.
     model(x.to("tpu")).sum().item()
     assert json.loads(path.read_text()) == data

@@ -206,7 +206,8 @@ def metrics_report(top: int = 10) -> str:
 
 # A thread's name on the timeline, by the first kind of span it recorded.
 _THREAD_ROLES = {"execute": "executor (program launches)", "transfer": "copies", "compile": "compiler",
-                 "cache": "graph lookup", "op": "op issue", "sync": "op issue", "fused": "op issue"}
+                 "cache": "graph lookup", "op": "op issue", "sync": "op issue", "fused": "op issue",
+                 "device": "device (each program from its launch to its completion)"}
 
 
 @contextlib.contextmanager
@@ -215,11 +216,12 @@ def trace(path: str):
     `path` as a Chrome trace (open it at https://ui.perfetto.dev or in
     chrome://tracing): each ATen op dispatched to the device ("op"), fused
     graph cuts ("fused"), graph key and cache lookups ("cache"),
-    compilations ("compile"), program launches ("execute"), the waits of
-    sync points ("sync"), host<->device copies ("transfer") and CPU
+    compilations ("compile"), program launches ("execute"), each program's
+    time on the device from its launch to its completion event ("device", on
+    a row of its own), the waits of sync points ("sync"), host<->device copies ("transfer") and CPU
     fallbacks ("fallback"), each on the thread that did it, with a detail
-    (the op, sizes, bytes). At the end, pending work is queued and handed to
-    the device first. Up to 2**20 spans are kept; `otherData.dropped` counts the rest."""
+    (the op, sizes, bytes). At the end, pending work is queued and waited
+    for first (its errors stay for the next sync point). Up to 2**20 spans are kept; `otherData.dropped` counts the rest."""
     _C._trace_start()
     try:
         yield

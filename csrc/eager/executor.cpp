@@ -453,6 +453,7 @@ void Executor::run(Task& t) {
       return;
     }
   pjrt::ExecuteResult r;
+  int64_t launched = 0;  // steady ns of the launch, when spans are wanted
   pjrt::ExecutablePtr exe;
   auto in_flight = std::make_unique<InFlight>();
   try {
@@ -473,6 +474,7 @@ void Executor::run(Task& t) {
     {
       Trace::Span span("execute", "execute");
       span.detail(std::to_string(t.sites.size()) + " ops" + (t.sites.empty() ? "" : ", first " + std::string(t.sites[0].op)));
+      launched = Trace::wanted() ? steady_now_ns() : 0;
       r = exe->execute(args, t.device, donatable);
     }
     metrics().executions.fetch_add(1, std::memory_order_relaxed);
@@ -504,6 +506,17 @@ void Executor::run(Task& t) {
   in_flight->bytes = t.bytes;
   std::lock_guard<std::mutex> lock(events_mu_);
   in_flight->seq = ++seq_;
+  if (launched && r.done) {
+    // The program's time on the device: from its launch to its completion event.
+    std::string what =
+        std::to_string(t.sites.size()) + " ops" + (t.sites.empty() ? "" : ", first " + std::string(t.sites[0].op));
+    try {
+      r.done->on_ready([launched, what](const std::string&) {
+        Trace::add_finished("device execution", "device", launched, steady_now_ns(), what);
+      });
+    } catch (const std::exception&) {  // no span
+    }
+  }
   t.run->executed(in_flight->seq, std::move(r.done));
   in_flight_.push_back(std::move(in_flight));
 }

@@ -21,10 +21,19 @@ int64_t now_ns() {
 std::atomic<bool> Trace::on_{false};
 Trace::ProfilerBegin Trace::profiler_begin_ = nullptr;
 Trace::ProfilerEnd Trace::profiler_end_ = nullptr;
+Trace::ProfilerOn Trace::profiler_on_ = nullptr;
+Trace::ProfilerFinished Trace::profiler_finished_ = nullptr;
 
-void Trace::set_profiler_hooks(ProfilerBegin begin, ProfilerEnd end) {
+void Trace::set_profiler_hooks(ProfilerBegin begin, ProfilerEnd end, ProfilerOn on, ProfilerFinished finished) {
   profiler_end_ = end;
+  profiler_on_ = on;
+  profiler_finished_ = finished;
   profiler_begin_ = begin;
+}
+
+void Trace::add_finished(const char* name, const char* cat, int64_t begin_ns, int64_t end_ns, std::string detail) {
+  if (profiler_on_ && profiler_on_()) profiler_finished_(name, begin_ns, end_ns);
+  if (on()) add(Event{name, cat, kDeviceRow, begin_ns, end_ns, std::move(detail)});
 }
 
 void Trace::start() {

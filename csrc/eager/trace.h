@@ -19,6 +19,7 @@ namespace torchtpu::eager {
 class Trace {
  public:
   static constexpr size_t kMaxEvents = 1 << 20;
+  static constexpr uint64_t kDeviceRow = ~uint64_t{0} - 1;  // the thread of add_finished's spans
   struct Event {
     const char* name;  // static or interned strings only
     const char* cat;
@@ -37,7 +38,16 @@ class Trace {
   // not recording); end closes it, on the same thread.
   using ProfilerBegin = void* (*)(const char* name);
   using ProfilerEnd = void (*)(void* handle);
-  static void set_profiler_hooks(ProfilerBegin begin, ProfilerEnd end);
+  // on: whether torch.profiler records; finished: a span that ran
+  // elsewhere (the device), from begin_ns to end_ns on the steady clock.
+  using ProfilerOn = bool (*)();
+  using ProfilerFinished = void (*)(const char* name, int64_t begin_ns, int64_t end_ns);
+  static void set_profiler_hooks(ProfilerBegin begin, ProfilerEnd end, ProfilerOn on, ProfilerFinished finished);
+  // Whether spans are wanted now: a trace is on, or torch.profiler records.
+  static bool wanted() { return on() || (profiler_on_ && profiler_on_()); }
+  // A span that ran elsewhere (a program on the device, from its launch to
+  // its completion event), for the trace and torch.profiler.
+  static void add_finished(const char* name, const char* cat, int64_t begin_ns, int64_t end_ns, std::string detail);
 
   // One span, from construction to destruction (if tracing was on at construction).
   class Span {
@@ -62,6 +72,8 @@ class Trace {
   static std::atomic<bool> on_;
   static ProfilerBegin profiler_begin_;
   static ProfilerEnd profiler_end_;
+  static ProfilerOn profiler_on_;
+  static ProfilerFinished profiler_finished_;
 };
 
 }  // namespace torchtpu::eager

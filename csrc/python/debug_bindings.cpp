@@ -10,6 +10,7 @@
 #include <chrono>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 
 #include "aten/registry.h"
@@ -89,6 +90,19 @@ void* profiler_begin(const char* name) {
   }
 }
 
+bool profiler_on() { return torch::autograd::profiler::isProfilerEnabledInMainThread(); }
+
+// A span that ran elsewhere (steady-clock ns), handed over like a worker's.
+void profiler_finished(const char* name, int64_t begin_ns, int64_t end_ns) {
+  const int64_t steady_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                                std::chrono::steady_clock::now().time_since_epoch())
+                                .count();
+  const int64_t shift = unix_us() - steady_us;
+  std::lock_guard<std::mutex> lock(finished_mu);
+  if (finished.size() < kMaxFinished)
+    finished.push_back({profiler_name(name), begin_ns / 1000 + shift, end_ns / 1000 + shift});
+}
+
 void profiler_end(void* handle) {
   std::unique_ptr<ProfiledSpan> span(static_cast<ProfiledSpan*>(handle));
   if (span->rf) {
@@ -105,7 +119,7 @@ void profiler_end(void* handle) {
 
 void bind_debug(py::module_& m) {
   using eager::SiteLog;
-  eager::Trace::set_profiler_hooks(&profiler_begin, &profiler_end);
+  eager::Trace::set_profiler_hooks(&profiler_begin, &profiler_end, &profiler_on, &profiler_finished);
   m.def("_site_log", [] {
     py::list out;
     for (const SiteLog::Entry& e : eager::site_log().entries()) {
@@ -127,8 +141,13 @@ void bind_debug(py::module_& m) {
   m.def("_trace_stop", [] {
     {
       py::gil_scoped_release nogil;
-      eager::Runtime::get().flush_fused();
-      eager::Runtime::get().drain();
+      eager::Runtime& rt = eager::Runtime::get();
+      rt.flush_fused();
+      rt.drain();
+      // Until the work finished, for its device spans (errors stay for the next sync point).
+      std::shared_ptr<eager::Marker> m = rt.record_marker(false);
+      rt.wait_marker(*m);
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));  // completion callbacks trail the wait a moment
     }
     int64_t dropped = 0;
     py::list out;
