@@ -86,6 +86,15 @@ std::optional<Plan> Plan::fit(const Sizes& z, const Sizes& a, const Sizes& b) {
   // Through (va, x) and (vb, y), and with three observations through (vz, w)
   // too: quadratic where a line misses it.
   auto fit_size = [&](int64_t w, int64_t x, int64_t y, Affine* out) {
+    if (x == y && (!three || w == y)) {  // fixed (sentinels such as INT64_MAX included)
+      *out = Affine{0, y, 0};
+      return true;
+    }
+    // Past 2^31 nothing is fitted, so no product or difference below overflows
+    // (a division of INT64_MIN by -1, or by a square that wrapped to 0, traps).
+    constexpr int64_t kLimit = int64_t{1} << 31;
+    for (int64_t t : {w, x, y, va, vb, vz})
+      if (t > kLimit || t < -kLimit) return false;
     const int64_t dv = vb - va;
     // From two observations, a size that is q*v*v at both (an [n, n] matrix
     // held flat) is taken as that, not as the line through them.

@@ -179,3 +179,22 @@ TEST(Bucket, AnInputsLayoutTellsTheUnitOfV) {
   EXPECT_EQ(pads, (std::vector<int64_t>{4, 16, 8}));
   EXPECT_EQ(padded->outputs[0].padded, ir::Dims({4 * 16 * 3}));
 }
+
+TEST(Bucket, HugeSizesAndSentinelsFitWithoutTrapping) {
+  // A square past 2^63 once wrapped to 0 and divided by it (SIGFPE); a line
+  // through INT64_MAX and -1 divided INT64_MIN by -1.
+  bucket::Sizes a, b;
+  a.dims = {int64_t{1} << 38, 5};
+  b.dims = {(int64_t{1} << 38) + 8, 5};
+  EXPECT_FALSE(bucket::Plan::fit(a, b).has_value());
+  a.dims = {10, 7};
+  b.dims = {9, 7};
+  a.attrs = {INT64_MAX, 3};
+  b.attrs = {-1, 3};
+  EXPECT_FALSE(bucket::Plan::fit(a, b).has_value());
+  b.attrs = {INT64_MAX, 3};  // a sentinel that stays is fixed
+  auto plan = bucket::Plan::fit(a, b);
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_FALSE(plan->attrs[0].varies());
+  EXPECT_EQ(plan->attrs[0].b, INT64_MAX);
+}
