@@ -77,7 +77,7 @@ Value Rewriter::mask(const Layout& l, const std::vector<int64_t>& which) {
     const auto& dim = l[w];
     int64_t inner = padded_size(dim);
     for (size_t f = 0; f < dim.size(); ++f) {
-      inner /= dim[f].padded;
+      inner = dim[f].padded ? inner / dim[f].padded : 0;  // an empty factor: no elements to mask
       if (!dim[f].size.varies()) continue;
       Value digit = b_.iota(DType::kS64, d, w);
       if (inner > 1) digit = b_.div(digit, b_.constant(DType::kS64, static_cast<double>(inner), d));
@@ -137,6 +137,7 @@ Layout Rewriter::reshape(const ir::Node& n, const Layout& from, size_t pos) {
     while (need > 1) {
       if (k >= seq.size()) refuse(n, "no factors left");
       Factor f = seq[k];
+      if (f.exact == 0) refuse(n, "an empty factor");  // nothing to divide by
       if (f.size.varies()) {
         if (need % f.exact != 0) refuse(n, "splits a padded dim");
         need /= f.exact;

@@ -249,7 +249,7 @@ void Rewriter::node(int32_t i, size_t& pos, size_t& apos) {
         inner *= src[d][f].exact;
       }
       const Affine s = attr_aff[0][d];
-      return s.a % inner == 0 && s.b % inner == 0;
+      return inner != 0 && s.a % inner == 0 && s.b % inner == 0;
     };
     bool moving = false;
     for (size_t d = 0; d < r; ++d) moving |= attr_aff[0][d].varies() && stride[d] == 1 && !padded(l[d]);
@@ -283,7 +283,8 @@ void Rewriter::node(int32_t i, size_t& pos, size_t& apos) {
           inner_padded *= src[d][f].padded;
         }
         const int64_t s0 = s.at(v_), e0 = e.at(v_);
-        if (s0 % inner_exact != 0 || e0 % inner_exact != 0 || s.at(bv_) != s0 / inner_exact * inner_padded ||
+        if (inner_exact == 0 || s0 % inner_exact != 0 || e0 % inner_exact != 0 ||
+            s.at(bv_) != s0 / inner_exact * inner_padded ||
             e.at(bv_) != e0 / inner_exact * inner_padded)
           refuse(n, "slices a merged padded dim other than by whole rows");
         const int64_t rows = e0 / inner_exact - s0 / inner_exact;
@@ -326,7 +327,8 @@ void Rewriter::node(int32_t i, size_t& pos, size_t& apos) {
         for (const Factor& f : inner) inner_exact *= f.exact;
         std::vector<Factor> rows = canonical(upd[d]);
         if (!rows.empty() && !rows[0].size.varies() && !same(rows, inner)) rows.erase(rows.begin());
-        if (s0 % inner_exact != 0 || !same(rows, inner)) refuse(n, "writes other than whole rows");
+        if (inner_exact == 0 || s0 % inner_exact != 0 || !same(rows, inner))
+          refuse(n, "writes other than whole rows");
         start = s0 / inner_exact * padded_size(inner);
       } else if (padded(dst[d]) || padded(upd[d])) {
         if (start_varies || dst[d].size() != 1 || upd[d].size() != 1) refuse(n, "writes a padded block");
