@@ -3,12 +3,12 @@
   Eager, and PyTorch CPU eager for reference), measured as wall time of a
   batch of ops including the final synchronize;
 - a foreach op over 53 tensors (an optimizer's step has ten): host time per
-  tensor in Strict and Fused Eager against the same per-tensor ops issued one
+  tensor (also with the op memo off) in Strict and Fused Eager against the same per-tensor ops issued one
   by one, and PyTorch CPU eager;
 - the compile time of a new single-op Strict program: small tensors (the
   lower XLA optimization level) and large ones;
 - the GPT-style decoder's training step time in Debug, Strict and PyTorch CPU
-  eager, all in this run.
+  eager, all in this run, and in Strict and Fused with the op memo on and off.
 """
 import argparse
 import json
@@ -46,16 +46,33 @@ def per_op_us(device, ops, repeats):
     return statistics.median(samples)
 
 
+def _memo_off(fn):
+    """fn with the op memo off (each foreach call builds its graph)."""
+    def run():
+        was = torchtpu._C._op_memo()
+        torchtpu._C._set_op_memo(False)
+        try:
+            fn()
+        finally:
+            torchtpu._C._set_op_memo(was)
+    return run
+
+
 def foreach_us(device, mode, repeats=30, n=53):
-    """Host microseconds per tensor of torch._foreach_mul_ over n tensors,
-    and of the same mul_ issued tensor by tensor (the time to issue, not to run)."""
+    """Host microseconds per tensor of torch._foreach_mul_ over n tensors
+    (on tpu: taking the graph of the earlier call, and building it with the
+    op memo off), and of the same mul_ issued tensor by tensor (the time to
+    issue, not to run)."""
     ps = [torch.randn(64, 64, device=device) for _ in range(n)]
     sync = torchtpu.synchronize if device == "tpu" else (lambda: None)
     ctx = torchtpu.eager_mode(mode) if device == "tpu" else _null()
     out = {}
     with ctx:
-        for name, fn in (("foreach", lambda: torch._foreach_mul_(ps, 0.999)),
-                         ("one_by_one", lambda: [p.mul_(0.999) for p in ps])):
+        cases = [("foreach", lambda: torch._foreach_mul_(ps, 0.999)),
+                 ("one_by_one", lambda: [p.mul_(0.999) for p in ps])]
+        if device == "tpu":
+            cases.append(("foreach_built", _memo_off(lambda: torch._foreach_mul_(ps, 0.999))))
+        for name, fn in cases:
             samples = []
             for r in range(repeats + 3):
                 t0 = time.perf_counter()
@@ -112,6 +129,42 @@ def step_ms(device, mode, steps, width, layers, batch, seq):
     return statistics.median(times)
 
 
+def memo_step_ms(mode, steps, width, layers, batch, seq, rounds=6):
+    """The decoder's AdamW training step on tpu with the op memo on and off
+    (median ms each; blocks of steps take turns, on one model)."""
+    torch.manual_seed(0)
+    data = CharData()
+    model = TinyGPT(data.vocab, width=width, layers=layers, heads=4, max_len=seq).to("tpu")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    gen = torch.Generator().manual_seed(0)
+    x, y = data.batch(batch, seq, gen)
+
+    def step():
+        loss = model(x.to("tpu"), y.to("tpu"))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    times = {True: [], False: []}
+    was = torchtpu._C._op_memo()
+    with torchtpu.eager_mode(mode):
+        for _ in range(3):
+            step()
+        try:
+            for _ in range(rounds):
+                for on in (True, False):
+                    torchtpu._C._set_op_memo(on)
+                    step()
+                    for _ in range(max(1, steps // rounds)):
+                        t0 = time.perf_counter()
+                        step()
+                        times[on].append((time.perf_counter() - t0) * 1e3)
+        finally:
+            torchtpu._C._set_op_memo(was)
+    return statistics.median(times[True]), statistics.median(times[False])
+
+
 class _null:
     def __enter__(self):
         return self
@@ -142,6 +195,7 @@ def main():
         r = foreach_us("tpu", mode)
         emit("foreach", mode, "per_tensor", r["foreach"], "us", op="_foreach_mul_ 53x(64x64)")
         emit("foreach", mode, "per_tensor_one_by_one", r["one_by_one"], "us", op="mul_ 64x64")
+        emit("foreach", mode, "per_tensor_memo_off", r["foreach_built"], "us", op="_foreach_mul_ 53x(64x64)")
     emit("compile", "strict", "single_op_small", strict_compile_ms(False), "ms", op="gelu (100..9000)x7")
     emit("compile", "strict", "single_op_large", strict_compile_ms(True), "ms", op="gelu (10100..19000)x7")
     shape = dict(width=64, layers=4, batch=4, seq=32)
@@ -151,6 +205,11 @@ def main():
         emit("decoder_step", mode, "step_time", results[mode], "ms", **shape)
     emit("decoder_step", "strict_vs_debug", "ratio", results["debug"] / results["strict"], "x")
     emit("decoder_step", "strict_vs_cpu_eager", "ratio", results["strict"] / results["cpu_eager"], "x")
+    for mode in ("strict", "fused"):
+        on, off = memo_step_ms(mode, max(args.steps, 60), **shape)
+        emit("decoder_step", mode, "step_time_memo_on", on, "ms", **shape)
+        emit("decoder_step", mode, "step_time_memo_off", off, "ms", **shape)
+        emit("decoder_step", mode + "_memo_speedup", "ratio", off / on, "x")
 
 
 if __name__ == "__main__":

@@ -175,6 +175,9 @@ def metrics_report(top: int = 10) -> str:
             f"graph, {m['fused_outputs']} outputs; cut at sync {cuts['sync']}, loop {cuts['loop']}, "
             f"size limit {cuts['size']}")
     row("donated_buffers", m["donated_buffers"])
+    memo = m["op_memo"]
+    if memo["hits"] or memo["records"]:
+        row("op_memo", f"{memo['hits']} calls reused a graph", f"{memo['records']} graphs recorded")
     c = m["compiled"]
     if c["programs"] or c["runs"]:
         row("torch.compile", f"{c['programs']} programs", f"{c['runs']} runs, {c['abandoned']} captures abandoned")

@@ -9,14 +9,18 @@
 // raises, or reaches a sync point or a host copy), nothing was written and
 // the loop runs again op by op, as PyTorch runs it on other devices, so
 // results, partial updates and errors are exactly the per-tensor ops'.
+// An in-place call over the same tensors, numbers and layouts as an earlier
+// one reuses the graph that call built (op_memo.h).
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include <mutex>
 #include <set>
 #include <string>
 
+#include "aten/op_memo.h"
 #include "aten/registry.h"
 #include "aten/tensor_ir.h"
+#include "eager/capture.h"
 
 namespace torchtpu::aten {
 namespace {
@@ -70,6 +74,18 @@ void foreach_kernel(const c10::OperatorHandle& op, const char* name, torch::jit:
     if (unbatched.count(memo)) return loop(op, stack);
   }
   const size_t base = stack->size() - n;
+  // An in-place op over the same tensors as an earlier call (an optimizer's
+  // step) takes the graph that call built (op_memo.h).
+  OpMemo::Call call;
+  if (!cpu && OpMemo::enabled() && op.schema().returns().empty() && !nan_check.load(std::memory_order_relaxed) &&
+      !eager::Capture::active(dev->index())) {
+    call = OpMemo::key(name, dev->index(), *stack, n);
+    if (std::optional<eager::OpGraph::Built> b = OpMemo::find(call)) {
+      stack->resize(base);
+      run_built(name, *dev, std::move(*b));
+      return;
+    }
+  }
   const torch::jit::Stack args(stack->begin() + static_cast<std::ptrdiff_t>(base), stack->end());
   {
     KernelBatch batch(name, *dev);
@@ -84,6 +100,8 @@ void foreach_kernel(const c10::OperatorHandle& op, const char* name, torch::jit:
       // Raised again below by the op that raised it, with PyTorch's partial updates.
     }
     if (built) {
+      if (call.ok)
+        if (std::optional<eager::OpGraph::Built> b = batch.built()) OpMemo::record(call, *b);
       batch.run();
       return;
     }

@@ -410,6 +410,22 @@ void KernelBatch::run() {
   after_run(og_.site(), device_, std::move(checks_));
 }
 
+std::optional<eager::OpGraph::Built> KernelBatch::built() const {
+  if (!checks_.empty()) return std::nullopt;
+  return og_.built();
+}
+
+void run_built(const char* op, c10::Device device, eager::OpGraph::Built built) {
+  eager::OpGraph og(device.index(), op);
+  og.adopt(std::move(built));
+  try {
+    og.run();
+  } catch (const eager::DeviceError& e) {
+    rethrow_device_error(e);
+  }
+  after_run(og.site(), device, {});
+}
+
 void check_index(Kernel& k, Value idx, int64_t size, bool allow_negative, Kernel::CheckKind kind,
                  const std::string& what) {
   Builder& b = k.b();

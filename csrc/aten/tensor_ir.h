@@ -166,6 +166,9 @@ class KernelBatch {
   KernelBatch(const KernelBatch&) = delete;
   KernelBatch& operator=(const KernelBatch&) = delete;
   void run();
+  // What the batch built, unless it holds device-side checks (an op memo
+  // keeps it for later calls: op_memo.h).
+  std::optional<eager::OpGraph::Built> built() const;
   // The batch of `device` building on this thread, or null.
   static KernelBatch* active(c10::Device device);
   // Whether a batch (of any device) builds on this thread.
@@ -178,6 +181,10 @@ class KernelBatch {
   std::optional<eager::OpGraph::Batching> batching_;
   std::vector<CheckRecord> checks_;
 };
+
+// Hands `built` (a graph an earlier call built, its storages this call's) to
+// the mode as op `op` of `device` would, outside any batch.
+void run_built(const char* op, c10::Device device, eager::OpGraph::Built built);
 
 // Queues checks as an op does: for the next sync point of this thread (or
 // of any thread, inside a backward pass); Debug Eager raises at once when

@@ -118,7 +118,7 @@ ir::Value OpGraph::scalar(ir::DType dtype, HostScalar value) {
       (dtype == ir::DType::kF16 || dtype == ir::DType::kBF16 || ir::is_float8(dtype)) ? ir::DType::kF32 : dtype;
   pjrt::BufferPtr buf = Runtime::get().scalar_buffer(carried, value, device_);
   ir::Value p = g_.parameter(ir::Type{carried, {}});
-  inputs_.push_back({nullptr, std::move(buf), p, {}});
+  inputs_.push_back({nullptr, std::move(buf), p, {}, value});
   return b_.convert(p, dtype);
 }
 
@@ -152,6 +152,12 @@ void OpGraph::write(StorageValue* s, ir::DType dtype, const ops::ViewMeta& v, ir
       return;
     }
   outputs_.push_back({s, dtype, flat});
+}
+
+void OpGraph::adopt(Built b) {
+  g_ = std::move(b.graph);
+  inputs_ = std::move(b.inputs);
+  outputs_ = std::move(b.outputs);
 }
 
 void OpGraph::run() {

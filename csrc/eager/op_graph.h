@@ -83,6 +83,7 @@ class OpGraph {
     pjrt::BufferPtr scalar;  // scalars only
     ir::Value param;
     RedrawRef redraw;        // drawn scalars only
+    HostScalar host{};       // scalars only: the value `scalar` holds
   };
   // What it writes: each storage's new flat value.
   struct Output {
@@ -90,6 +91,17 @@ class OpGraph {
     ir::DType dtype;
     ir::Value flat;
   };
+
+  // What the op built so far: its graph, reads and writes (an op memo keeps
+  // them for later calls of identical arguments: aten/op_memo.h).
+  struct Built {
+    ir::Graph graph;
+    std::vector<Input> inputs;
+    std::vector<Output> outputs;
+  };
+  Built built() const { return {g_, inputs_, outputs_}; }
+  // Takes `b` (its storages those of this call) as everything the op built.
+  void adopt(Built b);
 
  private:
   ir::Value param_for(StorageValue* s, ir::DType dtype);

@@ -7,6 +7,7 @@
 
 #include "aten/device.h"
 #include "aten/fallback.h"
+#include "aten/op_memo.h"
 #include "aten/registry.h"
 #include "aten/tensor_ir.h"
 #include "eager/metrics.h"
@@ -92,6 +93,8 @@ py::dict metrics() {
   d["compiled"] = py::dict(py::arg("programs") = m.captured_programs.load(),
                            py::arg("abandoned") = m.captures_abandoned.load(),
                            py::arg("runs") = m.program_runs.load());
+  d["op_memo"] = py::dict(py::arg("hits") = torchtpu::aten::OpMemo::hits(),
+                          py::arg("records") = torchtpu::aten::OpMemo::records());
   d["distributed"] = torchtpu::python::distributed_metrics();
   return d;
 }
@@ -274,7 +277,10 @@ PYBIND11_MODULE(_C, m) {
     torchtpu::eager::recompile_log().reset();
     torchtpu::eager::buckets().reset_stats();
     torchtpu::eager::site_log().clear();
+    torchtpu::aten::OpMemo::reset_counts();
   });
+  m.def("_set_op_memo", &torchtpu::aten::OpMemo::set_enabled);
+  m.def("_op_memo", &torchtpu::aten::OpMemo::enabled);
   m.def("_clear_cache", [] { Runtime::get().cache().clear(); });
   m.def("_set_fallback_error", &torchtpu::aten::set_fallback_error);
   m.def("_manual_seed", [](int device, uint64_t seed) {
