@@ -204,3 +204,36 @@ def test_a_growing_sequence_and_its_last_position():
             torch.testing.assert_close(xd.cpu(), x)
         stats = torchtpu.debug.metrics()["buckets"]
     assert stats["programs"] > 0, stats["last_refusal"]
+
+
+@pytest.mark.parametrize("mode", ["fused", "strict"])
+def test_linalg_results_of_varying_shapes_match_the_cpu(mode):
+    # LAPACK-layout results of several shapes made row-major at the same
+    # lines: the flat storage of an [n, n + 1, 4] result grows as n*(n + 1),
+    # which two observations fit as a line; its bucket was once misread.
+    gen = torch.Generator().manual_seed(0)
+
+    def spd():
+        a = torch.randn(2, 4, 4, generator=gen)
+        return a @ a.mT + 4 * torch.eye(4)
+
+    def tri(n):
+        return torch.randn(n, 4, 4, generator=gen).triu() + 3 * torch.eye(4)
+
+    def same(fn, *args):
+        want = fn(*args)
+        got = fn(*[a.to("tpu") for a in args])
+        for g, w in zip(torch.utils._pytree.tree_leaves(got), torch.utils._pytree.tree_leaves(want)):
+            torch.testing.assert_close(g.cpu(), w, rtol=1e-4, atol=1e-4)
+
+    with torchtpu.eager_mode(mode):
+        b = torch.randn(2, 4, 3, generator=gen)
+        same(lambda a: torch.linalg.lu_factor(a), spd())
+        same(lambda a, b: torch.linalg.lu_solve(*torch.linalg.lu_factor(a), b), spd(), b)
+        a, r = tri(3), torch.randn(1, 4, 2, generator=gen)
+        for transpose in (False, True):
+            same(lambda r, a: torch.triangular_solve(r, a, upper=True, transpose=transpose), r, a)
+        for n, k in [(2, 4), (2, 3), (3, 4), (5, 6), (2, 3)]:
+            same(lambda a, r: torch.linalg.solve_triangular(a, r, upper=True), tri(n), torch.randn(n, 4, k, generator=gen))
+        lu, piv = torch.linalg.lu_factor(spd())
+        same(lambda lu, piv, b: torch.linalg.lu_solve(lu, piv, b), lu, piv, torch.randn(2, 4, 3, generator=gen))

@@ -160,8 +160,8 @@ Layout Rewriter::reshape(const ir::Node& n, const Layout& from, size_t pos) {
     if (padded(dim) && padded_size(dim) != want_padded && dim.size() == 1) refuse(n, "padded size mismatch");
     to.push_back(std::move(dim));
   }
-  for (; k < seq.size(); ++k)
-    if (seq[k].exact != 1) refuse(n, "factors left over");
+  for (; k < seq.size(); ++k)  // a varying factor of size 1 here still holds padding
+    if (seq[k].exact != 1 || seq[k].size.varies()) refuse(n, "factors left over");
   return to;
 }
 

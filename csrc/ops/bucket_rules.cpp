@@ -458,8 +458,23 @@ void Rewriter::node(int32_t i, size_t& pos, size_t& apos) {
   } else {
     refuse(n, "no rule for a padded dim");
   }
-  if (n.results.size() == 1 && padded_dims(mine[0].layout).size() != n.results[0].dims.size())
-    refuse(n, "rank changed");
+  // Every rule's result holds the graph's sizes at v and the plan's at the
+  // bucket: a plan fitted to sizes that only looked affine (v*(v + 1) from
+  // two observations) is refused here rather than misread.
+  for (size_t r = 0; r < n.results.size(); ++r) {
+    const Layout& l = mine[r].layout;
+    const Dims& exact = n.results[r].dims;
+    if (l.size() != exact.size()) refuse(n, "rank changed");
+    for (size_t d = 0; d < exact.size(); ++d) {
+      int64_t real = 1;
+      for (const Factor& f : l[d]) real *= f.exact;
+      const Affine want = dim_aff(at[r] + d);
+      if (real != exact[d] || padded_size(l[d]) != (want.varies() ? want.at(bv_) : exact[d]))
+        refuse(n, "dim " + std::to_string(d) + " laid out as " + text_of(l[d]) + " where the plan pads it to " +
+                      std::to_string(want.varies() ? want.at(bv_) : exact[d]));
+    }
+    if (b_.dims(mine[r].nv) != padded_dims(l)) refuse(n, "the padded value's shape differs from its layout");
+  }
 }
 
 }  // namespace torchtpu::ops::bucket

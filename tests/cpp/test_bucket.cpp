@@ -198,3 +198,35 @@ TEST(Bucket, HugeSizesAndSentinelsFitWithoutTrapping) {
   EXPECT_FALSE(plan->attrs[0].varies());
   EXPECT_EQ(plan->attrs[0].b, INT64_MAX);
 }
+
+namespace {
+
+// A column-major [n, n + 1, 4] result made row-major: its flat storage holds
+// 4*n*(n + 1) elements, which two observations (n = 2, 3) fit as the line
+// 24*n - 24.
+ir::Graph relayout(int64_t n) {
+  ir::Graph g;
+  torchtpu::ops::Builder b(g);
+  ir::Value p = g.parameter({ir::DType::kF32, {4 * n * (n + 1)}});
+  ir::Value t = b.transpose(b.reshape(b.reshape(p, {n, n + 1, 4, 1}), {n, n + 1, 4}), {0, 2, 1});
+  g.outputs = {b.reshape(t, {4 * n * (n + 1)})};
+  return g;
+}
+
+}  // namespace
+
+TEST(Bucket, APlanThatOnlyLookedAffineIsRefusedNotMisread) {
+  // The line says the flat storage pads to 24*16 - 24 elements as [24, n - 1];
+  // its reshape to [n, n + 1, 4] must not split the 24 as fixed rows (the
+  // result read the wrong elements) nor drop the n - 1 factor at n = 2.
+  auto plan = bucket::Plan::fit(bucket::sizes_of(relayout(2)), bucket::sizes_of(relayout(3)));
+  ASSERT_TRUE(plan.has_value());
+  ASSERT_EQ(plan->v_of(bucket::sizes_of(relayout(3))), 3);
+  std::string why;
+  EXPECT_FALSE(bucket::pad(relayout(3), *plan, 3, 16, &why).has_value());
+  EXPECT_NE(why.find("stablehlo.reshape"), std::string::npos) << why;
+  auto back = bucket::Plan::fit(bucket::sizes_of(relayout(3)), bucket::sizes_of(relayout(2)));
+  ASSERT_TRUE(back.has_value());
+  EXPECT_FALSE(bucket::pad(relayout(2), *back, 2, 16, &why).has_value());
+  EXPECT_NE(why.find("left over"), std::string::npos) << why;
+}
