@@ -1,9 +1,13 @@
-"""An in-place foreach op called again over the same tensors, numbers and
-layouts reuses the graph its earlier call built (csrc/aten/op_memo.h). The
-memo may only change how much host work a call costs: every result here is
-compared with the CPU's and, exactly, with the same calls with the memo off,
-in every mode, while what would change the graph (a new layout, aliasing,
-dtype, an integer or special value, a storage with no value yet) changes it."""
+"""An op called again with identical arguments (the same op, layouts,
+aliasing and numbers) reuses the graph its earlier call built
+(csrc/aten/op_memo.h): foreach ops (an optimizer's step) and every other op
+whose kernel builds one graph. The memo may only change how much host work a
+call costs: every result here is compared with the CPU's and, exactly, with
+the same calls with the memo off, in every mode, while what would change the
+graph (a new layout, aliasing, dtype, an integer or special value, a storage
+with no value yet, the default dtype, the matmul precision) changes it, and
+what a graph cannot replay (random draws, device-side checks, data-dependent
+shapes) still runs its kernel."""
 import pytest
 import torch
 
@@ -227,3 +231,140 @@ def test_a_storage_never_written(mode, memo_on):
             assert torch.equal(x, y)
     for x, y in zip(on[0], src):
         assert torch.equal(x, 2 * y)
+
+
+# Ops other than foreach ops.
+
+def small_model(device):
+    torch.manual_seed(0)
+    return torch.nn.Sequential(
+        torch.nn.Linear(6, 16), torch.nn.LayerNorm(16), torch.nn.GELU(), torch.nn.Linear(16, 16),
+        torch.nn.Softmax(dim=-1), torch.nn.Linear(16, 3)).to(device)
+
+
+def train_model(device, memo, steps=5):
+    _C._set_op_memo(memo)
+    model = small_model(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=0.01)
+    g = torch.Generator().manual_seed(3)
+    losses = []
+    for _ in range(steps):
+        x = torch.randn(8, 6, generator=g).to(device)
+        y = torch.randint(0, 3, (8,), generator=g).to(device)
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.detach().cpu())
+    return losses, [p.detach().cpu() for p in model.parameters()]
+
+
+def test_training_equal_memo_off_and_cpu(mode, memo_on):
+    before = hits()
+    on = train_model(DEV, True)
+    reused = hits() - before
+    off = train_model(DEV, False)
+    cpu = train_model("cpu", True)
+    assert reused > 5 * 7, "forward and backward ops reuse graphs, not only the optimizer's foreach ops"
+    for a, b, c in zip(on[0] + on[1], off[0] + off[1], cpu[0] + cpu[1]):
+        assert torch.equal(a, b)
+        torch.testing.assert_close(a, c, rtol=1e-5, atol=1e-5)
+
+
+def test_layouts_and_out_tensors(mode, memo_on):
+    a = torch.rand(4, 5)
+    b = torch.rand(4, 5)
+    col = a.t().contiguous().t()  # the same values, column-major
+    for layout in ("row", "row", "col", "col", "row"):
+        x = a if layout == "row" else col
+        xd = a.to(DEV) if layout == "row" else a.t().contiguous().to(DEV).t()
+        got = torch.add(xd, b.to(DEV), alpha=0.5)
+        want = torch.add(x, b, alpha=0.5)
+        assert got.stride() == want.stride()
+        torch.testing.assert_close(got.cpu(), want)
+    for shape in [(4, 5), (4, 5), (2,), (4, 5), (0,), (4, 5)]:
+        out = torch.empty(shape, device=DEV)
+        torch.mul(a.to(DEV), b.to(DEV), out=out)
+        assert out.shape == (4, 5)
+        torch.testing.assert_close(out.cpu(), a * b)
+
+
+def test_numbers_dtypes_and_settings(mode, memo_on):
+    x = torch.rand(3, 4)
+    for alpha in (0.5, 0.5, 2.0, -1.0, 3):
+        torch.testing.assert_close(torch.sub(x.to(DEV), x.to(DEV) * 0.25, alpha=alpha).cpu(),
+                                   torch.sub(x, x * 0.25, alpha=alpha))
+    i = torch.arange(12).reshape(3, 4)
+    for dt in (torch.float32, torch.float64, torch.float32):
+        old = torch.get_default_dtype()
+        torch.set_default_dtype(dt)
+        try:
+            got = i.to(DEV) / 7
+            assert got.dtype == dt
+            torch.testing.assert_close(got.cpu(), i / 7)
+        finally:
+            torch.set_default_dtype(old)
+    m = torch.rand(8, 8) * 3 + 1
+    results = []
+    for prec in ("highest", "medium", "highest", "medium"):
+        old = torch.get_float32_matmul_precision()
+        torch.set_float32_matmul_precision(prec)
+        try:
+            results.append(torch.mm(m.to(DEV), m.to(DEV)).cpu())
+        finally:
+            torch.set_float32_matmul_precision(old)
+    assert torch.equal(results[0], results[2]) and torch.equal(results[1], results[3])
+    torch.testing.assert_close(results[0], m @ m)
+
+
+def test_tuple_results(mode, memo_on):
+    for seed in range(3):
+        x = lists([(5, 7)], seed)[0]
+        v, i = torch.max(x.to(DEV), dim=1)
+        torch.testing.assert_close(v.cpu(), x.max(dim=1).values)
+        assert torch.equal(i.cpu(), x.max(dim=1).indices)
+        s, j = torch.sort(x.to(DEV), dim=0)
+        assert torch.equal(s.cpu(), x.sort(dim=0).values) and torch.equal(j.cpu(), x.sort(dim=0).indices)
+        out = torch.nn.functional.layer_norm(x.to(DEV), (7,))
+        torch.testing.assert_close(out.cpu(), torch.nn.functional.layer_norm(x, (7,)))
+
+
+def test_random_ops_draw_anew(mode, memo_on):
+    x = torch.ones(64, 64, device=DEV)
+    torch.manual_seed(5)
+    masks = [torch.nn.functional.dropout(x, 0.5).cpu() for _ in range(3)]
+    assert not torch.equal(masks[0], masks[1]) and not torch.equal(masks[1], masks[2])
+    _C._set_op_memo(False)
+    torch.manual_seed(5)
+    again = [torch.nn.functional.dropout(x, 0.5).cpu() for _ in range(3)]
+    for a, b in zip(masks, again):
+        assert torch.equal(a, b)
+
+
+def test_checks_and_data_dependent_shapes_still_run(mode, memo_on):
+    x = torch.rand(6, 3)
+    for idx in ([0, 5, 2], [1, 1, 4]):
+        got = torch.index_select(x.to(DEV), 0, torch.tensor(idx).to(DEV))
+        torch.testing.assert_close(got.cpu(), x[idx])
+    with pytest.raises((IndexError, RuntimeError)):
+        torch.index_select(x.to(DEV), 0, torch.tensor([0, 9, 2]).to(DEV)).cpu()
+    for thr in (0.2, 0.5, 0.8, 0.5):
+        got = x.to(DEV)[x.to(DEV) > thr]
+        torch.testing.assert_close(got.cpu(), x[x > thr])
+        assert torch.equal(torch.nonzero(x.to(DEV) > thr).cpu(), torch.nonzero(x > thr))
+
+
+def test_a_call_is_recorded_when_its_arguments_repeat(mode, memo_on):
+    """A one-shot call pays no recording; the second identical call records
+    and the third takes the graph, each with the CPU's values."""
+    x, y = torch.rand(13, 17), torch.rand(13, 17) + 0.5
+    xd, yd = x.to(DEV), y.to(DEV)
+    _C._set_op_memo(False)  # empties the table: another mode's run recorded these calls
+    _C._set_op_memo(True)
+    debug.reset_metrics()
+    seen = []
+    for _ in range(3):
+        torch.testing.assert_close(torch.atan2(xd, yd).cpu(), torch.atan2(x, y))
+        m = debug.metrics()["op_memo"]
+        seen.append((m["records"], m["hits"]))
+    assert seen[0] == (0, 0) and seen[1][0] == 1 and seen[2] == (1, 1), seen

@@ -177,7 +177,7 @@ def metrics_report(top: int = 10) -> str:
     row("donated_buffers", m["donated_buffers"])
     memo = m["op_memo"]
     if memo["hits"] or memo["records"]:
-        row("op_memo", f"{memo['hits']} calls reused a graph", f"{memo['records']} graphs recorded")
+        row("op_memo", f"{memo['hits']} op calls reused a graph", f"{memo['records']} graphs recorded")
     c = m["compiled"]
     if c["programs"] or c["runs"]:
         row("torch.compile", f"{c['programs']} programs", f"{c['runs']} runs, {c['abandoned']} captures abandoned")

@@ -158,9 +158,9 @@ SETTINGS = {
         Setting("TORCHTPU_FUSED_MAX_OPS", integer(1, 1_000_000), "2000",
                 "Fused Eager: ops in one graph before it is cut when no loop was found."),
         Setting("TORCHTPU_OP_MEMO", boolean(), "1",
-                "1 lets an in-place foreach op (an optimizer's step) called again over the same tensors, "
-                "numbers and layouts reuse the graph its earlier call built instead of building it again; "
-                "0 builds every call's graph."),
+                "1 lets an op called again with identical arguments (the same layouts, aliasing and numbers; "
+                "an optimizer's foreach ops also with new step sizes) reuse the graph its earlier call built "
+                "instead of running its kernel again; 0 runs every kernel."),
         Setting("TORCHTPU_SHOW_CPP_STACKTRACES", boolean(), "0",
                 "1 adds C++ frames to torchtpu errors (those of the sync point, and of the executor for "
                 "errors of queued work)."),

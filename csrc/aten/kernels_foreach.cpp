@@ -80,9 +80,9 @@ void foreach_kernel(const c10::OperatorHandle& op, const char* name, torch::jit:
   if (!cpu && OpMemo::enabled() && op.schema().returns().empty() && !nan_check.load(std::memory_order_relaxed) &&
       !eager::Capture::active(dev->index())) {
     call = OpMemo::key(name, dev->index(), *stack, n);
-    if (std::optional<eager::OpGraph::Built> b = OpMemo::find(call)) {
+    if (std::optional<OpMemo::Hit> hit = OpMemo::find(call)) {
       stack->resize(base);
-      run_built(name, *dev, std::move(*b));
+      run_built(name, *dev, std::move(hit->built));
       return;
     }
   }

@@ -5,8 +5,11 @@
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 
+#include "aten/registry.h"
 #include "aten/tensor_ir.h"
+#include "eager/slot.h"
 #include "ir/graph_key.h"
 
 namespace torchtpu::aten {
@@ -24,23 +27,22 @@ struct Family {
   eager::OpGraph::Built built;
   ir::GraphKey key;
   std::vector<int32_t> in_at, out_at, scalar_at;
+  // Typed calls: how each returned tensor is made; out_at[i] at or past
+  // storages (the call's storage count) names new tensor out_at[i] - storages.
+  std::vector<OpMemo::Out> outs;
+  int32_t storages = 0;
 };
 
 std::atomic<bool> on{true};
+thread_local int recording_depth = 0;
 std::atomic<int64_t> hit_count{0}, record_count{0};
 std::mutex mu;
 std::unordered_map<uint64_t, Family> table;
-
-enum Tag : int64_t { kTensor = 1, kUndefined, kList, kDouble, kInt, kBool, kNone, kComplex, kEnd };
-
-int64_t bits_of(double d) {
-  int64_t bits;
-  std::memcpy(&bits, &d, sizeof bits);  // exact: -0.0 and NaN payloads included
-  return bits;
-}
+std::unordered_set<uint64_t> seen;  // structures of calls that missed
+constexpr size_t kMaxSeen = 8192;
 
 bool same(const eager::HostScalar& a, const eager::HostScalar& b) {
-  return a.integral == b.integral && (a.integral ? a.i == b.i : bits_of(a.d) == bits_of(b.d));
+  return a.integral == b.integral && (a.integral ? a.i == b.i : OpMemo::bits(a.d) == OpMemo::bits(b.d));
 }
 
 // A float a free argument may take: none a kernel may treat specially.
@@ -48,77 +50,6 @@ bool plain(const eager::HostScalar& v) {
   if (v.integral || !std::isfinite(v.d)) return false;
   const double a = std::fabs(v.d);
   return a != 0 && a != 1 && a != 2 && a != 0.5;
-}
-
-// Appends the words and numbers of IValues to a call's key.
-class Keyer {
- public:
-  Keyer(OpMemo::Call& c, int device) : c_(c), device_(device) {}
-
-  bool value(const c10::IValue& v) {
-    if (v.isTensor()) return tensor(v.toTensor());
-    if (v.isNone()) return word(kNone);
-    if (v.isDouble()) return number(kDouble, eager::HostScalar::of_float(v.toDouble()));
-    if (v.isInt()) return number(kInt, eager::HostScalar::of_int(v.toInt()));
-    if (v.isBool()) return number(kBool, eager::HostScalar::of_int(v.toBool() ? 1 : 0));
-    if (v.isComplexDouble()) {
-      const c10::complex<double> z = v.toComplexDouble();
-      return word(kComplex) && word(bits_of(z.real())) && word(bits_of(z.imag()));
-    }
-    if (v.isTensorList()) {
-      word(kList);
-      for (const at::Tensor& t : v.toTensorList())
-        if (!tensor(t)) return false;
-      return word(kEnd);
-    }
-    if (v.isList()) {
-      word(kList);
-      for (const c10::IValue& e : v.toListRef())
-        if (!value(e)) return false;
-      return word(kEnd);
-    }
-    return false;  // a string, a generator, a device, ...: not keyed
-  }
-
- private:
-  bool word(int64_t w) {
-    c_.words.push_back(w);
-    return true;
-  }
-  bool number(Tag tag, eager::HostScalar v) {
-    c_.values.push_back(v);
-    return word(tag);
-  }
-  bool tensor(const at::Tensor& t) {
-    if (!t.defined()) return word(kUndefined);
-    if (!t.device().is_privateuseone() || t.device().index() != device_) return false;
-    word(kTensor);
-    word(static_cast<int64_t>(t.scalar_type()));
-    word(t.dim());
-    for (int64_t s : t.sizes()) word(s);
-    for (int64_t s : t.strides()) word(s);
-    word(t.storage_offset());
-    eager::StorageValue* s = storage_value(t);
-    auto [it, fresh] = index_.emplace(s, static_cast<int32_t>(c_.storages.size()));
-    word(it->second);
-    if (fresh) {
-      c_.storages.push_back(s);
-      word(s->nbytes());
-      word(static_cast<int64_t>(s->dtype()));
-      word(s->has_value());
-    }
-    return true;
-  }
-
-  OpMemo::Call& c_;
-  int device_;
-  std::unordered_map<const eager::StorageValue*, int32_t> index_;
-};
-
-uint64_t hash_words(const std::vector<int64_t>& w) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (int64_t x : w) h = (h ^ static_cast<uint64_t>(x)) * 0x100000001B3ULL + (h >> 29);
-  return h;
 }
 
 // Whether `call` may take `f`'s graph: its numbers equal the recorded
@@ -187,69 +118,49 @@ void OpMemo::set_enabled(bool enable) {
   if (!enable) clear();
 }
 
-OpMemo::Call OpMemo::key(const char* name, int device, const torch::jit::Stack& stack, size_t n) {
-  Call c;
-  c.device = device;
-  c.words.reserve(16 * n + 8);
-  c.words.push_back(static_cast<int64_t>(reinterpret_cast<uintptr_t>(name)));
-  c.words.push_back(device);
-  c.words.push_back(static_cast<int64_t>(matmul_precision()));
-  c.words.push_back(static_cast<int64_t>(at::get_default_dtype_as_scalartype()));
-  {
-    // Storage state is guarded by the device lock.
-    std::lock_guard<std::recursive_mutex> lock(eager::Runtime::get().device_lock(device));
-    Keyer k(c, device);
-    for (size_t i = stack.size() - n; i < stack.size(); ++i)
-      if (!k.value(stack[i])) return c;
-  }
-  c.hash = hash_words(c.words);
-  c.ok = true;
-  return c;
-}
-
-std::optional<eager::OpGraph::Built> OpMemo::find(const Call& call) {
+std::optional<OpMemo::Hit> OpMemo::find(const Call& call, bool* again) {
   if (!call.ok) return std::nullopt;
-  std::optional<eager::OpGraph::Built> b;
+  std::optional<Hit> h;
   {
     std::lock_guard<std::mutex> lock(mu);
     auto it = table.find(call.hash);
-    if (it == table.end() || !matches(it->second, call)) return std::nullopt;
+    if (it == table.end() || !matches(it->second, call)) {
+      if (again) {
+        if (seen.size() >= kMaxSeen) seen.clear();
+        *again = it != table.end() || !seen.insert(call.hash).second;
+      }
+      return std::nullopt;
+    }
     const Family& f = it->second;
-    b = f.built;
+    h.emplace();
+    h->built = f.built;
+    h->outs = f.outs;
+    eager::OpGraph::Built& b = h->built;
     for (size_t i = 0; i < f.in_at.size(); ++i) {
-      eager::OpGraph::Input& in = b->inputs[i];
+      eager::OpGraph::Input& in = b.inputs[i];
       if (f.in_at[i] >= 0) {
         in.storage = call.storages[f.in_at[i]];
       } else if (f.scalar_at[i] >= 0 && !same(in.host, call.values[f.scalar_at[i]])) {
         in.host = call.values[f.scalar_at[i]];
-        in.scalar = eager::Runtime::get().scalar_buffer(b->graph.type(in.param).dtype, in.host, call.device);
+        in.scalar = eager::Runtime::get().scalar_buffer(b.graph.type(in.param).dtype, in.host, call.device);
       }
     }
-    for (size_t i = 0; i < f.out_at.size(); ++i) b->outputs[i].storage = call.storages[f.out_at[i]];
+    h->out_fresh.assign(f.out_at.size(), -1);
+    for (size_t i = 0; i < f.out_at.size(); ++i) {
+      if (f.out_at[i] < f.storages) b.outputs[i].storage = call.storages[f.out_at[i]];
+      else h->out_fresh[i] = f.out_at[i] - f.storages;
+    }
   }
   hit_count.fetch_add(1, std::memory_order_relaxed);
-  return b;
+  return h;
 }
 
-void OpMemo::record(const Call& call, const eager::OpGraph::Built& built) {
-  if (!call.ok) return;
-  auto at = [&](const eager::StorageValue* s) -> int32_t {
-    for (size_t i = 0; i < call.storages.size(); ++i)
-      if (call.storages[i] == s) return static_cast<int32_t>(i);
-    return -2;
-  };
-  std::vector<int32_t> in_at, out_at;
-  for (const eager::OpGraph::Input& in : built.inputs) {
-    if (in.redraw.source) return;  // random keys are drawn anew by each call
-    const int32_t i = in.storage ? at(in.storage) : -1;
-    if (i == -2) return;
-    in_at.push_back(i);
-  }
-  for (const eager::OpGraph::Output& o : built.outputs) {
-    const int32_t i = at(o.storage);
-    if (i < 0) return;
-    out_at.push_back(i);
-  }
+namespace {
+
+// Keeps what `call` built: its graph (storages as indices: in_at / out_at),
+// and for a typed call how its results are made (`outs`).
+void store(const OpMemo::Call& call, const eager::OpGraph::Built& built, std::vector<int32_t> in_at,
+           std::vector<int32_t> out_at, std::vector<OpMemo::Out> outs) {
   eager::OpGraph::Built stripped = built;
   for (eager::OpGraph::Input& in : stripped.inputs) in.storage = nullptr;
   for (eager::OpGraph::Output& o : stripped.outputs) o.storage = nullptr;
@@ -257,12 +168,12 @@ void OpMemo::record(const Call& call, const eager::OpGraph::Built& built) {
   std::lock_guard<std::mutex> lock(mu);
   record_count.fetch_add(1, std::memory_order_relaxed);
   auto it = table.find(call.hash);
-  if (it != table.end() && it->second.words == call.words &&
+  if (call.may_free && it != table.end() && it->second.words == call.words &&
       generalize(it->second, call, stripped, key, in_at, out_at)) {
     it->second.built = std::move(stripped);
     return;
   }
-  if (it == table.end() && table.size() >= kMaxEntries) table.clear();
+  if (it == table.end() && table.size() >= OpMemo::kMaxEntries) table.clear();
   Family& f = table[call.hash];
   f.words = call.words;
   f.values = call.values;
@@ -272,6 +183,131 @@ void OpMemo::record(const Call& call, const eager::OpGraph::Built& built) {
   f.in_at = std::move(in_at);
   f.out_at = std::move(out_at);
   f.scalar_at.assign(f.in_at.size(), -1);
+  f.outs = std::move(outs);
+  f.storages = static_cast<int32_t>(call.storages.size());
+}
+
+int32_t index_in(const std::vector<eager::StorageValue*>& v, const eager::StorageValue* s) {
+  for (size_t i = 0; i < v.size(); ++i)
+    if (v[i] == s) return static_cast<int32_t>(i);
+  return -1;
+}
+
+// Where the graph reads and writes, as indices into the call's storages
+// then the new tensors' (scalars: -1); false if it reads or writes any other
+// storage, reads a new tensor or draws random keys.
+bool place_storages(const eager::OpGraph::Built& b, const std::vector<eager::StorageValue*>& storages,
+                    const std::vector<eager::StorageValue*>& fresh, std::vector<int32_t>& in_at,
+                    std::vector<int32_t>& out_at) {
+  for (const eager::OpGraph::Input& in : b.inputs) {
+    if (in.redraw.source) return false;  // random keys are drawn anew by each call
+    const int32_t i = in.storage ? index_in(storages, in.storage) : -1;
+    if (in.storage && i < 0) return false;
+    in_at.push_back(i);
+  }
+  for (const eager::OpGraph::Output& o : b.outputs) {
+    int32_t i = index_in(storages, o.storage);
+    if (i < 0) {
+      const int32_t k = index_in(fresh, o.storage);
+      if (k < 0) return false;  // a temporary, a device-side check's flag
+      i = static_cast<int32_t>(storages.size()) + k;
+    }
+    out_at.push_back(i);
+  }
+  return true;
+}
+
+// The layout and storage of each of a typed call's tensors.
+std::vector<int64_t> layouts(const OpMemo::Call& call) {
+  std::vector<int64_t> m;
+  for (const at::Tensor* t : call.tensors) {
+    m.push_back(static_cast<int64_t>(reinterpret_cast<uintptr_t>(t->unsafeGetTensorImpl())));
+    m.push_back(static_cast<int64_t>(reinterpret_cast<uintptr_t>(storage_value(*t))));
+    m.push_back(t->storage_offset());
+    m.push_back(static_cast<int64_t>(t->scalar_type()));
+    for (int64_t s : t->sizes()) m.push_back(s);
+    for (int64_t s : t->strides()) m.push_back(s);
+  }
+  return m;
+}
+
+}  // namespace
+
+void OpMemo::record(const Call& call, const eager::OpGraph::Built& built) {
+  if (!call.ok || !built.graph.collectives.empty()) return;
+  std::vector<int32_t> in_at, out_at;
+  if (!place_storages(built, call.storages, {}, in_at, out_at)) return;
+  store(call, built, std::move(in_at), std::move(out_at), {});
+}
+
+bool OpMemo::eligible(const eager::OpCounter* c) {
+  return on.load(std::memory_order_relaxed) && recording_depth == 0 &&
+         c->memo_refusals.load(std::memory_order_relaxed) < kMaxRefusals && !eager::current_op() &&
+         !KernelBatch::building() && !nan_check.load(std::memory_order_relaxed);
+}
+
+OpMemo::Recording::Recording(const eager::OpCounter* c, const Call& call) : c_(c), call_(call), meta_(layouts(call)) {
+  ++recording_depth;
+}
+
+OpMemo::Recording::~Recording() { --recording_depth; }
+
+void OpMemo::Recording::done(const std::vector<Result>& results, const std::vector<const void*>& args) {
+  auto refuse = [&] { c_->memo_refusals.fetch_add(1, std::memory_order_relaxed); };
+  // One graph, no sync point or upload, the arguments' layouts and storages as they were.
+  if (rec_.tainted || rec_.runs.size() != 1 || layouts(call_) != meta_) return refuse();
+  // A collective's kernel joins its group after the graph: a hit would not.
+  if (!rec_.runs[0].graph.collectives.empty()) return refuse();
+  std::vector<Out> outs;
+  std::vector<eager::StorageValue*> fresh;
+  for (const Result& res : results) {
+    const at::Tensor* r = res.tensor;
+    Out o;
+    for (size_t i = 0; i < args.size() && o.arg < 0; ++i)
+      if (args[i] == r) o.arg = static_cast<int>(i);  // a reference to an argument (in-place, out=)
+    if (res.ref && o.arg < 0) return refuse();
+    if (o.arg < 0 && !r->defined()) {
+      o.undefined = true;
+      outs.push_back(std::move(o));
+      continue;
+    }
+    for (const auto& [i, t] : call_.top)
+      if (o.arg < 0 && t->unsafeGetTensorImpl() == r->unsafeGetTensorImpl()) o.arg = i;
+    if (o.arg < 0) {
+      // A new tensor: its own new storage, exactly its size.
+      if (!r->device().is_privateuseone() || r->device().index() != call_.device || r->storage_offset() != 0)
+        return refuse();
+      eager::StorageValue* s = storage_value(*r);
+      const size_t nbytes = at::detail::computeStorageNbytes(r->sizes(), r->strides(), r->element_size());
+      if (index_in(call_.storages, s) >= 0 || index_in(fresh, s) >= 0 || s->nbytes() != static_cast<int64_t>(nbytes))
+        return refuse();
+      o.fresh = static_cast<int>(fresh.size());
+      fresh.push_back(s);
+      o.sizes = r->sizes().vec();
+      o.strides = r->strides().vec();
+      o.dtype = r->scalar_type();
+    }
+    outs.push_back(std::move(o));
+  }
+  std::vector<int32_t> in_at, out_at;
+  if (!place_storages(rec_.runs[0], call_.storages, fresh, in_at, out_at)) return refuse();
+  store(call_, rec_.runs[0], std::move(in_at), std::move(out_at), std::move(outs));
+}
+
+void OpMemo::run(const char* name, int device, Hit& hit) {
+  const c10::Device dev(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device));
+  {
+    c10::DeviceGuard guard(dev);
+    for (const Out& o : hit.outs)
+      if (o.fresh >= 0) {
+        if (hit.fresh.size() <= static_cast<size_t>(o.fresh)) hit.fresh.resize(o.fresh + 1);
+        hit.fresh[o.fresh] = at::detail::empty_strided_generic(
+            o.sizes, o.strides, device_allocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), o.dtype);
+      }
+  }
+  for (size_t i = 0; i < hit.out_fresh.size(); ++i)
+    if (hit.out_fresh[i] >= 0) hit.built.outputs[i].storage = storage_value(hit.fresh[hit.out_fresh[i]]);
+  run_built(name, dev, std::move(hit.built));
 }
 
 int64_t OpMemo::hits() { return hit_count.load(std::memory_order_relaxed); }
@@ -285,6 +321,7 @@ void OpMemo::reset_counts() {
 void OpMemo::clear() {
   std::lock_guard<std::mutex> lock(mu);
   table.clear();
+  seen.clear();
 }
 
 }  // namespace torchtpu::aten

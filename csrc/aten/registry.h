@@ -4,8 +4,10 @@
 // its sorted table, which names every bound overload and its family, and
 // refuses to start when the two disagree. Every kernel goes through one
 // wrapper that counts the call under its overload name
-// (debug.metrics()["ops"]) and checks that its tensors share one tpu device (a
-// CPU 0-d tensor counts as a scalar, as on CUDA).
+// (debug.metrics()["ops"]), checks that its tensors share one tpu device (a
+// CPU 0-d tensor counts as a scalar, as on CUDA), and lets the op memo
+// answer a call with identical arguments (op_memo.h; not for kernels that
+// copy between devices).
 #pragma once
 
 #include <torch/library.h>
@@ -17,6 +19,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "aten/op_memo.h"
 #include "eager/metrics.h"
 #include "eager/trace.h"
 
@@ -96,6 +99,105 @@ void check_outputs(const char*, const T&) {}
 
 namespace registry_detail {
 
+// How the op memo (op_memo.h) sees a kernel's result: the tensors it
+// returns, and the same result made again on a hit. Results of other kinds
+// (numbers, lists of references) are not memoized.
+template <class R>
+struct MemoResult {
+  static constexpr bool kOk = false;
+};
+template <>
+struct MemoResult<void> {
+  static constexpr bool kOk = true;
+};
+inline const at::Tensor& memo_tensor(const OpMemo::Hit& h, const std::vector<const void*>& args, size_t& i) {
+  static const at::Tensor undefined;
+  const OpMemo::Out& o = h.outs.at(i++);
+  if (o.arg >= 0) return *static_cast<const at::Tensor*>(args[o.arg]);
+  return o.undefined ? undefined : h.fresh.at(o.fresh);
+}
+template <>
+struct MemoResult<at::Tensor> {
+  static constexpr bool kOk = true;
+  static void tensors(const at::Tensor& r, std::vector<OpMemo::Result>& out) { out.push_back({&r, false}); }
+  static at::Tensor make(const OpMemo::Hit& h, const std::vector<const void*>& args, size_t& i) {
+    return memo_tensor(h, args, i);
+  }
+};
+template <>
+struct MemoResult<at::Tensor&> {
+  static constexpr bool kOk = true;
+  // A reference the kernel returned: recorded only as one to an argument.
+  static void tensors(const at::Tensor& r, std::vector<OpMemo::Result>& out) { out.push_back({&r, true}); }
+  static at::Tensor& make(const OpMemo::Hit& h, const std::vector<const void*>& args, size_t& i) {
+    return const_cast<at::Tensor&>(memo_tensor(h, args, i));  // recorded only as a reference to an argument
+  }
+};
+template <>
+struct MemoResult<std::vector<at::Tensor>> {
+  static constexpr bool kOk = true;
+  static void tensors(const std::vector<at::Tensor>& r, std::vector<OpMemo::Result>& out) {
+    for (const at::Tensor& t : r) out.push_back({&t, false});
+  }
+  static std::vector<at::Tensor> make(const OpMemo::Hit& h, const std::vector<const void*>& args, size_t& i) {
+    std::vector<at::Tensor> r;
+    while (i < h.outs.size()) r.push_back(memo_tensor(h, args, i));
+    return r;
+  }
+};
+template <class... T>
+struct MemoResult<std::tuple<T...>> {
+  static constexpr bool kOk = (MemoResult<T>::kOk && ...) && (std::is_same_v<std::decay_t<T>, at::Tensor> && ...);
+  static void tensors(const std::tuple<T...>& r, std::vector<OpMemo::Result>& out) {
+    std::apply([&](const auto&... t) { (MemoResult<T>::tensors(t, out), ...); }, r);
+  }
+  static std::tuple<T...> make(const OpMemo::Hit& h, const std::vector<const void*>& args, size_t& i) {
+    return std::tuple<T...>{MemoResult<T>::make(h, args, i)...};  // braced: in order
+  }
+};
+
+// Runs `call` (the kernel on arguments `a`), through the op memo when the
+// call can be keyed: a hit hands the recorded graph to the mode and makes
+// the result again; a miss runs the kernel and records what it built.
+template <class R, class Call, class... A>
+R memoized(eager::OpCounter* c, Call&& call, A&... a) {
+  if constexpr (!MemoResult<R>::kOk) {
+    return call();
+  } else {
+    if (!OpMemo::eligible(c)) return call();
+    OpMemo::Args keyer(c->name());
+    (keyer.see(a), ...);
+    const OpMemo::Call k = keyer.finish();
+    if (!k.ok) {
+      if (k.unkeyable) c->memo_refusals.fetch_add(1, std::memory_order_relaxed);
+      return call();
+    }
+    const std::vector<const void*> args{static_cast<const void*>(&a)...};
+    bool again = false;
+    if (std::optional<OpMemo::Hit> hit = OpMemo::find(k, &again)) {
+      OpMemo::run(c->name(), k.device, *hit);
+      if constexpr (!std::is_void_v<R>) {
+        size_t i = 0;
+        return MemoResult<R>::make(*hit, args, i);
+      } else {
+        return;
+      }
+    }
+    if (!again) return call();  // recorded when seen again
+    OpMemo::Recording rec(c, k);
+    if constexpr (std::is_void_v<R>) {
+      call();
+      rec.done({}, args);
+    } else {
+      R r = call();
+      std::vector<OpMemo::Result> out;
+      MemoResult<R>::tensors(r, out);
+      rec.done(out, args);
+      return r;
+    }
+  }
+}
+
 // Calls the kernel, then the NaN check on what it returns.
 template <class R, class Call>
 R checked(eager::OpCounter* c, Call&& call) {
@@ -139,7 +241,11 @@ struct Wrap<F, R(A...)> {
     return torch::CppFunction([c, devices](A... a) -> R {
       eager::Trace::Span span(c->name(), "op");  // the op on a timeline (eager/trace.h)
       check(c, devices, a...);
-      return checked<R>(c, [&]() -> R { return (*F::func_ptr())(std::forward<A>(a)...); });
+      return checked<R>(c, [&]() -> R {
+        auto call = [&]() -> R { return (*F::func_ptr())(std::forward<A>(a)...); };
+        if (devices == Devices::kAny) return call();  // copies between devices
+        return memoized<R>(c, call, a...);
+      });
     });
   }
 };
@@ -173,7 +279,9 @@ struct WrapOut<F, R(A...)> {
       check(c, Devices::kSame, a...);
       const OverlapCheck oc{std::get<sizeof...(A) - 1>(std::forward_as_tuple(a...))};
       (oc.see(a), ...);
-      return checked<R>(c, [&]() -> R { return (*F::func_ptr())(std::forward<A>(a)...); });
+      return checked<R>(c, [&]() -> R {
+        return memoized<R>(c, [&]() -> R { return (*F::func_ptr())(std::forward<A>(a)...); }, a...);
+      });
     });
   }
 };
@@ -188,8 +296,11 @@ struct Functional<F, List<B...>> {
     return torch::CppFunction([c](B... b) -> at::Tensor {
       eager::Trace::Span span(c->name(), "op");  // the op on a timeline (eager/trace.h)
       check(c, Devices::kSame, b...);
-      at::Tensor out;
-      (*F::func_ptr())(std::forward<B>(b)..., out);
+      at::Tensor out = memoized<at::Tensor>(c, [&]() -> at::Tensor {
+        at::Tensor made;
+        (*F::func_ptr())(std::forward<B>(b)..., made);
+        return made;
+      }, b...);
       TORCH_INTERNAL_ASSERT(out.defined(), c->name(), ": the out= kernel made no tensor");
       if (nan_check.load(std::memory_order_relaxed)) check_finite(c->name(), out, 0);
       return out;
@@ -208,7 +319,7 @@ struct Inplace<F, List<B...>> {
     return torch::CppFunction([c](at::Tensor& self, B... b) -> at::Tensor& {
       eager::Trace::Span span(c->name(), "op");  // the op on a timeline (eager/trace.h)
       check(c, Devices::kSame, self, b...);
-      (*F::func_ptr())(self, std::forward<B>(b)..., self);
+      memoized<void>(c, [&] { (*F::func_ptr())(self, std::forward<B>(b)..., self); }, self, b...);
       if (nan_check.load(std::memory_order_relaxed)) check_finite(c->name(), self, 0);
       return self;
     });

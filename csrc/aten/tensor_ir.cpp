@@ -416,7 +416,7 @@ std::optional<eager::OpGraph::Built> KernelBatch::built() const {
 }
 
 void run_built(const char* op, c10::Device device, eager::OpGraph::Built built) {
-  eager::OpGraph og(device.index(), op);
+  eager::OpGraph og(device.index(), built.op ? built.op : op);
   og.adopt(std::move(built));
   try {
     og.run();

@@ -183,7 +183,7 @@ class KernelBatch {
 };
 
 // Hands `built` (a graph an earlier call built, its storages this call's) to
-// the mode as op `op` of `device` would, outside any batch.
+// the mode as the op that built it (else `op`) on `device` would, outside any batch.
 void run_built(const char* op, c10::Device device, eager::OpGraph::Built built);
 
 // Queues checks as an op does: for the next sync point of this thread (or

@@ -25,6 +25,9 @@ class OpCounter {
   }
   const char* name() const { return name_; }
   int64_t count() const { return count_.load(std::memory_order_relaxed); }
+  // Calls of the op whose graph an op memo could not key or record
+  // (aten/op_memo.h): past a few, its calls are not keyed again.
+  mutable std::atomic<int> memo_refusals{0};
   void reset() { count_.store(0); }
  private:
   const char* name_;

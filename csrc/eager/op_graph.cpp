@@ -11,6 +11,7 @@ namespace torchtpu::eager {
 
 namespace {
 thread_local int batching = 0;
+thread_local OpGraph::Recorder* recorder = nullptr;
 // The most elements a value of a single-op program compiled at the lower
 // optimization level may have: below it the program's run time is
 // dominated by its launch, above it by code the higher level makes faster.
@@ -44,7 +45,11 @@ uint64_t stream_place(const OpSite& s) {
 OpGraph::Batching::Batching() { ++batching; }
 OpGraph::Batching::~Batching() { --batching; }
 
+OpGraph::Recorder::Recorder() : prev_(recorder) { recorder = this; }
+OpGraph::Recorder::~Recorder() { recorder = prev_; }
+
 void OpGraph::check_not_batching(const char* what) {
+  if (recorder) recorder->tainted = true;
   if (batching > 0) throw BatchInterrupted(std::string(what) + " inside a batch of ops");
 }
 
@@ -164,6 +169,7 @@ void OpGraph::run() {
   if (outputs_.empty()) return;
   g_.outputs.clear();
   for (const Output& o : outputs_) g_.outputs.push_back(o.flat);
+  if (recorder) recorder->runs.push_back(built());
   Runtime& rt = Runtime::get();
   try {
     if (Capture* c = Capture::active(device_)) {

@@ -98,8 +98,25 @@ class OpGraph {
     ir::Graph graph;
     std::vector<Input> inputs;
     std::vector<Output> outputs;
+    const char* op = nullptr;  // the op that built it (its name, as sites hold it)
   };
-  Built built() const { return {g_, inputs_, outputs_}; }
+  Built built() const { return {g_, inputs_, outputs_, site_.op}; }
+  // While one lives on this thread, each op (inner ones too) copies what it
+  // built into `runs` as it hands it to the mode, and a sync point or
+  // a host-to-device copy marks it tainted (an op memo records what one call
+  // of an op built: aten/op_memo.h). Recorders nest.
+  class Recorder {
+   public:
+    Recorder();
+    ~Recorder();
+    Recorder(const Recorder&) = delete;
+    Recorder& operator=(const Recorder&) = delete;
+    std::vector<Built> runs;
+    bool tainted = false;
+
+   private:
+    Recorder* prev_;
+  };
   // Takes `b` (its storages those of this call) as everything the op built.
   void adopt(Built b);
 
