@@ -72,7 +72,7 @@ def test_fallback_sites_and_warning_name_the_user_line():
         warnings.simplefilter("always")
         with warnings.catch_warnings(record=True) as w:
             for _ in range(2):
-                torch.linalg.ldl_factor(a)
+                torch.linalg.eig(a)
         print([str(x.message) for x in w if "no tpu lowering" in str(x.message)][0])
         for s in debug.fallback_sites():
             print(s["op"], s["site"], s["count"])
@@ -82,11 +82,11 @@ def test_fallback_sites_and_warning_name_the_user_line():
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert "first reached from <string>:8" in lines[0] and "metrics_report() lists the lines" in lines[0]
-    assert "aten::linalg_ldl_factor_ex.out <string>:8 in <module> 2" in lines
+    assert "aten::linalg_eig <string>:8 in <module> 2" in lines
     report = r.stdout[r.stdout.index("torchtpu metrics"):]
-    assert re.search(r"\n    aten::linalg_ldl_factor_ex.out +2\n      <string>:8 in <module> +2\n", report), report
+    assert re.search(r"\n    aten::linalg_eig +2\n      <string>:8 in <module> +2\n", report), report
     # The fallback's copies are its sync points, named as such.
-    assert "the CPU fallback of an op with no tpu lowering [aten::linalg_ldl_factor_ex.out (CPU fallback)]" \
+    assert "the CPU fallback of an op with no tpu lowering [aten::linalg_eig (CPU fallback)]" \
         in report and "[aten::_copy_from]" not in report
 
 
@@ -283,7 +283,7 @@ class _Slow(torch.nn.Module):
         if y.abs().sum().item() > 0:  # ADVISE-SYNC
             y = y * 1.0
         m = torch.eye(4, device=x.device) * 2
-        torch.linalg.ldl_factor(m)  # ADVISE-FALLBACK
+        torch.linalg.eig(m)  # ADVISE-FALLBACK
         return self.proj(y)
 
 
@@ -296,7 +296,7 @@ def test_advise_ranks_what_costs_time():
     assert findings == sorted(findings, key=lambda f: -f["cost"])
     fallback = next(f for f in findings if f["kind"] == "cpu fallback")
     assert fallback["where"].startswith(f"{__file__}:{_line_of('ADVISE-FALLBACK')}")
-    assert "aten::linalg_ldl_factor_ex" in fallback["detail"]
+    assert "aten::linalg_eig" in fallback["detail"]
     sync = next(f for f in findings if f["kind"] == "sync point")
     assert sync["where"].startswith(f"{__file__}:{_line_of('ADVISE-SYNC')}") and ".item()" in sync["detail"]
     narrow = [f for f in findings if f["kind"] in ("matmul", "attention") and "attn" in f["where"]]

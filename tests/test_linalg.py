@@ -1,10 +1,12 @@
 """torch.linalg on the device against the CPU, in every mode: triangular
 solves, the Cholesky family (info and errors included), LU with LAPACK's
-pivots, solve, inv, det and slogdet; batched, broadcast, empty and
+pivots, solve, inv, det and slogdet, LDL^T with LAPACK's Bunch-Kaufman
+pivots; batched, broadcast, empty and
 non-contiguous inputs, float64, gradients, dtypes the CPU refuses, and no CPU
 fallback for the lowered ops (large matrices fall back on purpose)."""
 import subprocess
 import sys
+import warnings
 
 import pytest
 import torch
@@ -188,3 +190,94 @@ def test_large_matrices_fall_back_to_the_cpu():
     a = spd(70, 70)
     same(lambda a: torch.linalg.cholesky(a), a, tol=1e-3)
     assert "aten::linalg_cholesky_ex" in torchtpu.debug.metrics()["cpu_fallbacks"]
+
+
+def sym(*shape, dtype=torch.float32):
+    a = rand(*shape, dtype=dtype)
+    return a + a.mT  # indefinite: 1x1 and 2x2 pivots, interchanges
+
+
+def same_ldl(A, tol):
+    """LD close to the CPU's, pivots and info equal (the same pivot choices)."""
+    got, ref = torch.linalg.ldl_factor_ex(A.to("tpu")), torch.linalg.ldl_factor_ex(A)
+    assert torch.equal(got.pivots.cpu(), ref.pivots) and torch.equal(got.info.cpu(), ref.info), \
+        (got.pivots.cpu(), ref.pivots, got.info.cpu(), ref.info)
+    assert got.LD.stride() == ref.LD.stride() and got.pivots.dtype == torch.int32
+    torch.testing.assert_close(got.LD.cpu(), ref.LD, rtol=tol, atol=tol)
+    return got, ref
+
+
+@pytest.mark.parametrize("shape", [(5, 5), (3, 4, 4), (2, 2, 6, 6), (1, 1), (13, 13), (70, 70),
+                                   (0, 0), (2, 0, 0), (0, 3, 3)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_ldl_factor_and_solve_match_lapack(shape, dtype):
+    torchtpu.debug.reset_metrics()
+    tol = 1e-4 if dtype == torch.float32 else 1e-10
+    A = sym(*shape, dtype=dtype)
+    got, ref = same_ldl(A, tol)
+    B = rand(*shape[:-1], 3, dtype=dtype)
+    x = torch.linalg.ldl_solve(got.LD, got.pivots, B.to("tpu"))
+    torch.testing.assert_close(x.cpu(), torch.linalg.ldl_solve(ref.LD, ref.pivots, B), rtol=tol, atol=tol)
+    no_fallbacks()
+
+
+def test_ldl_two_by_two_pivots_singular_and_lower_triangle_only():
+    torchtpu.debug.reset_metrics()
+    A = sym(6, 6, dtype=torch.float64)
+    A.diagonal().zero_()  # every pivot a 2x2 block or an interchange
+    got, _ = same_ldl(A, 1e-10)
+    assert (got.pivots.cpu() < 0).any()
+    same_ldl(torch.tensor([[0.0, 1.0], [1.0, 0.0]]), 1e-6)
+    S = sym(5, 5)
+    S[2].zero_()
+    S[:, 2].zero_()
+    got, _ = same_ldl(S, 1e-4)  # a zero column: info names it, the rest goes on
+    assert got.info.item() > 0
+    same_ldl(torch.zeros(3, 3), 0)
+    same_ldl(sym(5, 5).tril(), 1e-4)  # only the lower triangle is read
+    same_ldl(sym(4, 7, 7, dtype=torch.float64).mT[1::2], 1e-10)  # non-contiguous
+    with pytest.raises(Exception) as cpu:
+        torch.linalg.ldl_factor_ex(torch.zeros(2, 2), check_errors=True)
+    with pytest.raises(type(cpu.value), match=str(cpu.value)[:40]):
+        torch.linalg.ldl_factor_ex(torch.zeros(2, 2, device="tpu"), check_errors=True)
+    no_fallbacks()
+
+
+def test_ldl_solve_broadcasts_and_out():
+    torchtpu.debug.reset_metrics()
+    ld, piv = torch.linalg.ldl_factor(sym(3, 4, 4, dtype=torch.float64))
+    B = rand(2, 1, 4, 2, dtype=torch.float64)
+    x = torch.linalg.ldl_solve(ld.to("tpu"), piv.to("tpu"), B.to("tpu"), hermitian=True)
+    # The CPU's kernel reads past broadcast batches (it crashes), so its reference takes them expanded.
+    ref = torch.linalg.ldl_solve(ld.expand(2, 3, 4, 4).contiguous(), piv.expand(2, 3, 4).contiguous(),
+                                 B.expand(2, 3, 4, 2).contiguous())
+    torch.testing.assert_close(x.cpu(), ref)
+    out = torch.empty(0, dtype=torch.float64, device="tpu")
+    torch.linalg.ldl_solve(ld[0].to("tpu"), piv[0].to("tpu"), B[0, 0].mT.to("tpu").mT, out=out)
+    torch.testing.assert_close(out.cpu(), torch.linalg.ldl_solve(ld[0], piv[0], B[0, 0]))
+    assert out.stride() == (1, 4)
+    outs = [torch.empty(0, device="tpu", dtype=d) for d in (torch.float64, torch.int32, torch.int32)]
+    torch.linalg.ldl_factor_ex(ld[0].to("tpu") + 0, out=tuple(outs))
+    assert torch.equal(outs[1].cpu(), torch.linalg.ldl_factor_ex(ld[0]).pivots)
+    for dev in ("cpu", "tpu"):  # an out= of another dtype is refused alike
+        with pytest.raises(RuntimeError, match="Expected out tensor to have dtype double, but got float"):
+            torch.linalg.ldl_solve(ld[0].to(dev), piv[0].to(dev), B[0, 0].to(dev), out=torch.empty(0, device=dev))
+    no_fallbacks()
+    with pytest.raises(NotImplementedError) as cpu:
+        torch.linalg.ldl_factor(torch.eye(2, dtype=torch.bfloat16))
+    with pytest.raises(NotImplementedError, match=str(cpu.value)[:30]):
+        torch.linalg.ldl_factor(torch.eye(2, dtype=torch.bfloat16, device="tpu"))
+
+
+def test_complex_ldl_runs_on_the_cpu_fallback():
+    a = torch.randn(4, 4, generator=G, dtype=torch.complex64)
+    a = a + a.mT
+    torchtpu.debug.reset_metrics()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # warned once per process
+        got = torch.linalg.ldl_factor(a.to("tpu"), hermitian=False)
+    ref = torch.linalg.ldl_factor(a)
+    torch.testing.assert_close(got.LD.cpu(), ref.LD)
+    assert torch.equal(got.pivots.cpu(), ref.pivots)
+    assert torchtpu.debug.metrics()["cpu_fallbacks"] == {"aten::linalg_ldl_factor_ex": 1}
+    torchtpu.debug.reset_metrics()

@@ -213,32 +213,29 @@ def test_metrics_report():
 
 
 # ---- CPU fallback -------------------------------------------------------------
-# aten::linalg_ldl_factor_ex and aten::linalg_ldl_solve (LDL^T factorization
-# with Bunch-Kaufman pivoting) have no tpu lowering: they stand for any op
-# without one.
+# aten::linalg_eig (eigenvalues and eigenvectors of a general matrix) and
+# aten::bincount have no tpu lowering: they stand for any op without one.
 
 def test_fallback_correct_and_counted():
     a = rand(4, 4, seed=9)
-    a = a @ a.T + torch.eye(4)
-    b = rand(4, 2, seed=3)
-    t, u = a.to("tpu"), b.to("tpu")
+    idx = torch.tensor([0, 3, 3, 1, 3])
+    t = a.to("tpu")
     debug.reset_metrics()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ld, piv = torch.linalg.ldl_factor(t)
-        ld2, _ = torch.linalg.ldl_factor(t * 2)
-        x = torch.linalg.ldl_solve(ld, piv, u)
-    assert ld.device.type == "tpu" and piv.device.type == "tpu" and x.device.type == "tpu"
-    ref_ld, ref_piv = torch.linalg.ldl_factor(a)
-    torch.testing.assert_close(ld.cpu(), ref_ld)
-    torch.testing.assert_close(piv.cpu(), ref_piv)
-    torch.testing.assert_close(ld2.cpu(), torch.linalg.ldl_factor(a * 2)[0])
-    ref_x = torch.linalg.ldl_solve(ref_ld, ref_piv, b)
-    torch.testing.assert_close(x.cpu(), ref_x)
+        vals, vecs = torch.linalg.eig(t)
+        vals2, _ = torch.linalg.eig(t * 2)
+        counts = torch.bincount(idx.to("tpu"))
+    assert vals.device.type == "tpu" and vecs.device.type == "tpu" and counts.device.type == "tpu"
+    ref_vals, ref_vecs = torch.linalg.eig(a)
+    torch.testing.assert_close(vals.cpu(), ref_vals)
+    torch.testing.assert_close(vecs.cpu(), ref_vecs)
+    torch.testing.assert_close(vals2.cpu(), torch.linalg.eig(a * 2)[0])
+    assert torch.equal(counts.cpu(), torch.bincount(idx))
     fb = debug.metrics()["cpu_fallbacks"]
-    assert fb == {"aten::linalg_ldl_factor_ex.out": 2, "aten::linalg_ldl_solve.out": 1}
+    assert fb == {"aten::linalg_eig": 2, "aten::bincount": 1}
     # The result is a normal device tensor that lowered ops consume.
-    torch.testing.assert_close((x * 2).cpu(), ref_x * 2)
+    torch.testing.assert_close((vecs * 2).cpu(), ref_vecs * 2)
 
 
 def test_fallback_warns_once():
@@ -246,33 +243,33 @@ def test_fallback_warns_once():
     code = """
 import warnings, pytest, torch, torchtpu
 t = (torch.eye(3) * 2).to("tpu")
-with pytest.warns(UserWarning, match="aten::linalg_ldl_factor_ex.out.*no tpu lowering"):
-    a = torch.linalg.ldl_factor(t).LD
+with pytest.warns(UserWarning, match="aten::linalg_eig.*no tpu lowering"):
+    a = torch.linalg.eig(t).eigenvalues
 with warnings.catch_warnings(record=True) as w:
     warnings.simplefilter("always")
-    b = torch.linalg.ldl_factor(t).LD
-assert not [x for x in w if "ldl" in str(x.message)], [str(x.message) for x in w]
-ref = torch.linalg.ldl_factor(torch.eye(3) * 2).LD
+    b = torch.linalg.eig(t).eigenvalues
+assert not [x for x in w if "eig" in str(x.message)], [str(x.message) for x in w]
+ref = torch.linalg.eig(torch.eye(3) * 2).eigenvalues
 assert torch.allclose(a.cpu(), ref) and torch.equal(b.cpu(), a.cpu())
 print("ok", torchtpu.debug.metrics()["cpu_fallbacks"])
 """
     r = run_python(code)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip().splitlines()[-1] == "ok {'aten::linalg_ldl_factor_ex.out': 2}"
+    assert r.stdout.strip().splitlines()[-1] == "ok {'aten::linalg_eig': 2}"
 
 
 def test_fallback_error_setting():
     code = """
 import torch, torchtpu
 try:
-    torch.linalg.ldl_factor(torch.eye(3, device="tpu"))
+    torch.linalg.eig(torch.eye(3, device="tpu"))
 except NotImplementedError as e:
     print("raised:", e)
 """
     r = run_python(code, TORCHTPU_CPU_FALLBACK="error")
     assert r.returncode == 0, r.stderr
     out = r.stdout.strip().splitlines()[-1]
-    assert out.startswith("raised:") and "aten::linalg_ldl_factor_ex" in out and "TORCHTPU_CPU_FALLBACK" in out
+    assert out.startswith("raised:") and "aten::linalg_eig" in out and "TORCHTPU_CPU_FALLBACK" in out
 
 
 # ---- errors ---------------------------------------------------------------------

@@ -2,10 +2,15 @@
 // PyTorch's CPU implementation composes them: linalg.solve, linalg.inv,
 // det and slogdet. They factor what the CPU factors (solve: A; det and
 // slogdet: A^T when A is contiguous), so the LU and pivots they return, which
-// the backward formulas read, match the CPU's.
+// the backward formulas read, match the CPU's. Also LDL^T (ldl_factor,
+// ldl_solve) for float32 and float64; complex matrices go to the CPU
+// fallback.
+#include <ATen/Operators.h>
+#include <ATen/native/CPUFallback.h>
 #include <ATen/native/LinearAlgebraUtils.h>
 #include <ATen/native/Resize.h>
 
+#include "aten/fallback.h"
 #include "aten/registry.h"
 #include "aten/tensor_ir.h"
 #include "ops/linalg.h"
@@ -169,6 +174,96 @@ std::tuple<at::Tensor&, at::Tensor&, at::Tensor&, at::Tensor&> linalg_slogdet_ou
   return {sign, logabsdet, LU, pivots};
 }
 
+// --- LDL^T ---
+
+// float32 and float64 are lowered, complex goes to the CPU fallback, and
+// the rest raise the CPU's error.
+bool real_float(const at::Tensor& t, const char* cpu_kernel) {
+  const bool real = t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble;
+  TORCH_CHECK_NOT_IMPLEMENTED(real || t.is_complex(), "\"", cpu_kernel, "\" not implemented for '", t.scalar_type(),
+                              "'");
+  return real;
+}
+
+// The CPU's structured out= check, in its words.
+void check_out_dtype(const at::Tensor& out, caffe2::TypeMeta want) {
+  TORCH_CHECK(out.dtype() == want, "Expected out tensor to have dtype ", want, ", but got ", out.dtype(), " instead");
+}
+
+void ldl_factor_into(const at::Tensor& A, bool hermitian, bool check_errors, at::Tensor* LD, at::Tensor* pivots,
+                     at::Tensor* info, at::Tensor (&res)[3]) {
+  Kernel k("aten::linalg_ldl_factor_ex", A);
+  ops::LdlResult r = ops::ldl_factor(k.b(), k.in(A));
+  k.column_major(true);
+  res[0] = k.result(r.ld, A.scalar_type(), LD);
+  k.column_major(false);
+  res[1] = k.result(r.pivots, at::kInt, pivots);
+  res[2] = k.result(r.info, at::kInt, info);
+  k.run();
+  if (check_errors) at::_linalg_check_errors(res[2], "torch.linalg.ldl_factor_ex", A.dim() == 2);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> linalg_ldl_factor_ex(const at::Tensor& A, bool hermitian,
+                                                                    bool check_errors) {
+  at::linalg_ldl_factor_ex(meta(A), hermitian, check_errors);
+  if (!real_float(A, "ldl_factor_kernel_cpu"))
+    return at::native::call_fallback_fn<&cpu_fallback, ATEN_OP(linalg_ldl_factor_ex)>::call(A, hermitian,
+                                                                                           check_errors);
+  at::Tensor res[3];
+  ldl_factor_into(A, hermitian, check_errors, nullptr, nullptr, nullptr, res);
+  return {res[0], res[1], res[2]};
+}
+
+std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> linalg_ldl_factor_ex_out(const at::Tensor& A, bool hermitian,
+                                                                           bool check_errors, at::Tensor& LD,
+                                                                           at::Tensor& pivots, at::Tensor& info) {
+  at::linalg_ldl_factor_ex(meta(A), hermitian, check_errors);
+  check_out_dtype(LD, A.dtype());
+  check_out_dtype(pivots, caffe2::TypeMeta::Make<int32_t>());
+  check_out_dtype(info, caffe2::TypeMeta::Make<int32_t>());
+  if (!real_float(A, "ldl_factor_kernel_cpu"))
+    return at::native::call_fallback_fn<&cpu_fallback, ATEN_OP2(linalg_ldl_factor_ex, out)>::call(
+        A, hermitian, check_errors, LD, pivots, info);
+  at::Tensor res[3];
+  ldl_factor_into(A, hermitian, check_errors, &LD, &pivots, &info, res);
+  return {LD, pivots, info};
+}
+
+// LD, pivots and B broadcast to their common batch dims, as the CPU's.
+at::Tensor ldl_solve_impl(const at::Tensor& LD, const at::Tensor& pivots, const at::Tensor& B, bool hermitian,
+                          const at::Tensor* out) {
+  at::Tensor m = at::linalg_ldl_solve(meta(LD), meta(pivots), meta(B), hermitian);
+  std::vector<int64_t> batch(m.sizes().begin(), m.sizes().end() - 2);
+  const int64_t n = LD.size(-1);
+  std::vector<int64_t> ld_size = batch, piv_size = batch;
+  ld_size.insert(ld_size.end(), {n, n});
+  piv_size.push_back(n);
+  Kernel k("aten::linalg_ldl_solve", B);
+  k.column_major(true);
+  Value x = ops::ldl_solve(k.b(), k.in(LD.expand(ld_size)), k.in(pivots.expand(piv_size)), k.in(B.expand(m.sizes())));
+  at::Tensor r = k.result(x, B.scalar_type(), out);
+  k.run();
+  return r;
+}
+
+at::Tensor linalg_ldl_solve(const at::Tensor& LD, const at::Tensor& pivots, const at::Tensor& B, bool hermitian) {
+  at::linalg_ldl_solve(meta(LD), meta(pivots), meta(B), hermitian);
+  if (!real_float(LD, "ldl_solve_kernel_cpu"))
+    return at::native::call_fallback_fn<&cpu_fallback, ATEN_OP(linalg_ldl_solve)>::call(LD, pivots, B, hermitian);
+  return ldl_solve_impl(LD, pivots, B, hermitian, nullptr);
+}
+
+at::Tensor& linalg_ldl_solve_out(const at::Tensor& LD, const at::Tensor& pivots, const at::Tensor& B, bool hermitian,
+                                 at::Tensor& out) {
+  at::linalg_ldl_solve(meta(LD), meta(pivots), meta(B), hermitian);
+  check_out_dtype(out, B.dtype());
+  if (!real_float(LD, "ldl_solve_kernel_cpu"))
+    return at::native::call_fallback_fn<&cpu_fallback, ATEN_OP2(linalg_ldl_solve, out)>::call(LD, pivots, B,
+                                                                                             hermitian, out);
+  ldl_solve_impl(LD, pivots, B, hermitian, &out);
+  return out;
+}
+
 }  // namespace
 
 TPU_KERNELS(m) {
@@ -179,6 +274,10 @@ TPU_KERNELS(m) {
   m.impl("_linalg_solve_ex", TORCH_FN(linalg_solve_ex));
   m.impl("_linalg_solve_ex.result", TORCH_FN(linalg_solve_ex_out));
   m.impl("linalg_inv_ex", TORCH_FN(linalg_inv_ex));
+  m.impl("linalg_ldl_factor_ex", TORCH_FN(linalg_ldl_factor_ex));
+  m.impl("linalg_ldl_factor_ex.out", TORCH_FN(linalg_ldl_factor_ex_out));
+  m.impl("linalg_ldl_solve", TORCH_FN(linalg_ldl_solve));
+  m.impl("linalg_ldl_solve.out", TORCH_FN(linalg_ldl_solve_out));
   m.impl("linalg_inv_ex.inverse", TORCH_FN(linalg_inv_ex_out));
 }
 

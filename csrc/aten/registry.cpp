@@ -252,6 +252,8 @@ constexpr Row kTable[] = {
     {"matrix",       "linalg_cross linalg_cross.out"},
     {"decompose",    "linalg_householder_product linalg_householder_product.out"},
     {"linalg_solve", "linalg_inv_ex linalg_inv_ex.inverse"},
+    {"linalg_solve", "linalg_ldl_factor_ex linalg_ldl_factor_ex.out"},
+    {"linalg_solve", "linalg_ldl_solve linalg_ldl_solve.out"},
     {"decompose",    "linalg_lstsq linalg_lstsq.out"},
     {"linalg",       "linalg_lu linalg_lu.out"},
     {"linalg",       "linalg_lu_factor_ex linalg_lu_factor_ex.out"},

@@ -122,13 +122,20 @@ Value j0_nonneg(Builder& b, Value x) {
 Value j1_nonneg(Builder& b, Value x) {
   Value z = b.mul(x, x);
   Value small = b.div(poly(b, z, kBesselJ1RP), poly(b, z, kBesselJ1RQ));
-  small = b.mul(b.mul(b.mul(small, x), b.add_c(z, -1.46819706421238932572e+01)), b.add_c(z, -4.92184563216946036703e+01));
+  // Cephes multiplies x in second; last here, so that a tiny x (J1 = x / 2)
+  // never passes through a subnormal product, which the platform flushes.
+  small = b.mul(b.mul(b.mul(small, b.add_c(z, -1.46819706421238932572e+01)), b.add_c(z, -4.92184563216946036703e+01)), x);
   Value f = b.div(K(b, x, 5.0), x);
   Value large = asymptotic(b, x, b.mul(f, f), kBesselJ1PP, kBesselJ1PQ, kBesselJ1QP, kBesselJ1QQ, k3Pi4, true);
   return b.select(cmp(b, x, 5.0, Cmp::kLE), small, large);
 }
 
-Value log_half(Builder& b, Value x) { return b.log(b.mul_c(x, 0.5)); }
+// log(x / 2); below 2^-125 x / 2 would be a subnormal, which the platform
+// flushes to zero (log 0 = -inf), so there it is log(x) - log(2).
+Value log_half(Builder& b, Value x) {
+  Value tiny = cmp(b, x, std::ldexp(1.0, -125), Cmp::kLT);
+  return b.select(tiny, b.add_c(b.log(x), -M_LN2), b.log(b.mul_c(x, 0.5)));
+}
 
 }  // namespace
 

@@ -4,7 +4,37 @@
 
 namespace torchtpu::ops {
 
-Value erf(Builder& b, Value x) { return b.graph().add("chlo.erf", {x}, b.type(x)); }
+namespace {
+
+Value chlo(Builder& b, const char* op, Value x) { return b.graph().add(op, {x}, b.type(x)); }
+
+Value sign_of(Builder& b, Value x) {
+  return b.select(b.compare(x, b.zeros_like(x), Cmp::kLT), b.full_like(x, -1), b.full_like(x, 1));
+}
+
+// gelu's erf: XLA's float32 erf (a rational approximation clamped at 4)
+// stops 1-2 ulps short of +-1 where erf rounds to +-1 in float32 (|x| >=
+// 3.919206, where erfc(x) <= 2^-25), so it is held at +-1 there: 1 + erf(x)
+// in the CDF must cancel to 0, not to 9e-8.
+Value erf_saturating(Builder& b, Value x) {
+  Value e = chlo(b, "chlo.erf", x);
+  if (b.dtype(x) != DType::kF32) return e;
+  return b.select(b.compare(b.abs(x), b.constant(DType::kF32, 3.919206), Cmp::kGE), sign_of(b, x), e);
+}
+
+}  // namespace
+
+// torch.erf: past |x| = 1.5 (float32), 1 - erfc(|x|), which rounds as the
+// CPU's erff does; XLA's erf is 1-2 ulps off in the tails, and the normal
+// CDF 0.5 (1 + erf(x / sqrt 2)) (torch.special.ndtr) turns that into large
+// relative errors.
+Value erf(Builder& b, Value x) {
+  Value e = chlo(b, "chlo.erf", x);
+  if (b.dtype(x) != DType::kF32) return e;
+  Value ax = b.abs(x);
+  Value tail = b.mul(sign_of(b, x), b.sub(b.full_like(x, 1), chlo(b, "chlo.erfc", ax)));
+  return b.select(b.compare(ax, b.constant(DType::kF32, 1.5), Cmp::kGT), tail, e);
+}
 
 Value sigmoid(Builder& b, Value x) { return b.unary("stablehlo.logistic", x); }
 
@@ -15,7 +45,7 @@ Value gelu(Builder& b, Value x, bool tanh_approx) {
     Value inner = b.mul_c(b.add(x, b.mul_c(x3, 0.044715)), k);
     return b.mul(b.mul_c(x, 0.5), b.add_c(b.tanh(inner), 1.0));
   }
-  Value cdf = b.mul_c(b.add_c(erf(b, b.mul_c(x, M_SQRT1_2)), 1.0), 0.5);
+  Value cdf = b.mul_c(b.add_c(erf_saturating(b, b.mul_c(x, M_SQRT1_2)), 1.0), 0.5);
   // PyTorch's CPU kernel gives NaN for both infinities.
   Value inf = b.compare(b.abs(x), b.full_like(x, INFINITY), Cmp::kEQ);
   return b.select(inf, b.full_like(x, NAN), b.mul(x, cdf));
@@ -33,7 +63,7 @@ Value gelu_backward(Builder& b, Value grad, Value x, bool tanh_approx) {
     Value right = b.mul(b.mul(b.mul_c(x, 0.5), one_minus_t2), dinner);
     return b.mul(grad, b.add(left, right));
   }
-  Value cdf = b.mul_c(b.add_c(erf(b, b.mul_c(x, M_SQRT1_2)), 1.0), 0.5);
+  Value cdf = b.mul_c(b.add_c(erf_saturating(b, b.mul_c(x, M_SQRT1_2)), 1.0), 0.5);
   Value pdf = b.mul_c(b.exp(b.mul_c(b.mul(x, x), -0.5)), 1.0 / std::sqrt(2.0 * M_PI));
   return b.mul(grad, b.add(cdf, b.mul(x, pdf)));
 }

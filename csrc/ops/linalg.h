@@ -55,6 +55,21 @@ Value diagonal(Builder& b, Value a);
 // -1 for an odd one, in dtype `t` ([...]).
 Value pivots_sign(Builder& b, Value pivots, DType t);
 
+// LDL^T with Bunch-Kaufman pivoting of the symmetric matrices whose lower
+// triangle is `a` ([..., n, n]), as LAPACK's sytrf with uplo = 'L': the
+// packed factor (D's blocks and L's multipliers in the lower triangle, zeros
+// above), the 1-based pivots (int32 [..., n]; negative for a 2x2 block) and
+// info (int32: the first zero pivot, 1-based, or 0).
+struct LdlResult {
+  Value ld;
+  Value pivots;
+  Value info;
+};
+LdlResult ldl_factor(Builder& b, Value a);
+// Solves A X = rhs from ldl_factor's `ld` and `pivots`, as LAPACK's sytrs
+// (batch dims of all three equal).
+Value ldl_solve(Builder& b, Value ld, Value pivots, Value rhs);
+
 // The permutation matrix P (A = P L U) from the row order `perm`.
 Value permutation_matrix(Builder& b, Value perm, DType t);
 
