@@ -15,7 +15,7 @@ VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 JOBS ?= $(shell nproc)
 
-.PHONY: all system-deps setup build test demo bench opinfo modules clean
+.PHONY: all system-deps setup build test demo bench opinfo modules special-grid clean
 
 all: build
 
@@ -84,6 +84,10 @@ opinfo: build
 modules: build
 	TORCHTPU_CACHE_DIR=$(OPINFO_CACHE) $(VPY) tests/modules/parity.py --dtypes float32,float64 \
 	  --json tests/modules/report.json
+
+# Special functions on dense grids (512 points per binade) against the CPU.
+special-grid: build
+	TORCHTPU_CACHE_DIR=$(OPINFO_CACHE) $(VPY) tests/opinfo/special_grid.py --per-octave 512
 
 demo: build
 	@$(VPY) examples/train_gpt.py

@@ -105,7 +105,7 @@ Value l_abs(Builder& b, Value x) { return b.dtype(x) == DType::kBool ? x : b.abs
 Value l_exp(Builder& b, Value x) { return b.exp(x); }
 Value l_log(Builder& b, Value x) { return b.log(x); }
 Value l_log2(Builder& b, Value x) { return b.mul_c(b.log(x), 1.0 / M_LN2); }
-Value l_log1p(Builder& b, Value x) { return b.log1p(x); }
+Value l_log1p(Builder& b, Value x) { return ops::log1p(b, x); }
 Value l_expm1(Builder& b, Value x) { return b.expm1(x); }
 Value l_sqrt(Builder& b, Value x) { return b.sqrt(x); }
 Value l_rsqrt(Builder& b, Value x) { return b.rsqrt(x); }

@@ -7,6 +7,8 @@
 namespace torchtpu::ops {
 
 Value erf(Builder& b, Value x);
+// log1p accurate to a few ulps in every float dtype.
+Value log1p(Builder& b, Value x);
 Value sigmoid(Builder& b, Value x);
 Value gelu(Builder& b, Value x, bool tanh_approx);
 Value gelu_backward(Builder& b, Value grad, Value x, bool tanh_approx);
