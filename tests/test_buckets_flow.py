@@ -117,6 +117,39 @@ def test_warmup_compiles_every_bucket_before_use(compiled):
 
 
 
+def test_background_warmup_compiles_while_the_caller_goes_on():
+    torch.manual_seed(0)
+    w = torch.randn(8, 8)
+    wd = w.to("tpu")
+
+    def encode(x, w):
+        return torch.tanh(x @ w).softmax(-1).sum(1)
+
+    with torchtpu.eager_mode("fused"), torch.no_grad():
+        job = torchtpu.warmup(encode, lambda n: (torch.randn(2, n, 8).to("tpu"), wd), max_size=64, background=True)
+        # Meanwhile this thread computes other things at a fixed size, results as on the CPU.
+        a = torch.randn(5, 5)
+        for _ in range(20):
+            a = (a @ a.T).tanh()
+            ad = a.to("tpu")
+            torch.testing.assert_close((ad @ ad.T).tanh().cpu(), (a @ a.T).tanh())
+        sizes = job.wait(timeout=300)
+        assert job.done() and set(sizes) >= {16, 32, 64}
+        torchtpu.synchronize()
+        torchtpu.debug.reset_metrics()
+        for n in (5, 17, 33, 48, 64, 23, 15):
+            x = torch.randn(2, n, 8)
+            torch.testing.assert_close(encode(x.to("tpu"), wd).cpu(), encode(x, w), rtol=1e-5, atol=1e-5)
+        big, _ = _compiled("encode")
+    assert big == 0, torchtpu.debug.recompiles()
+
+    def bad_inputs(n):
+        raise RuntimeError(f"no inputs at size {n}")
+
+    job = torchtpu.warmup(encode, bad_inputs, max_size=8, background=True)
+    with pytest.raises(RuntimeError, match="no inputs at size"):
+        job.wait(timeout=60)
+
 def test_padded_copies_are_counted_in_memory_stats():
     torch.manual_seed(0)
     key = "bucket_padding_bytes.all.current"
