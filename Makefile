@@ -50,6 +50,14 @@ $(TITAN_STAMP): tests/titan/requirements-titan.txt $(STAMP)
 	$(VPY) -m pip install -q --no-deps --target $(TITAN_SITE) -r tests/titan/requirements-titan.txt
 	touch $@
 
+# The trainer's packages (torchtpu.train: Hydra, datasets, TensorBoard, matplotlib,
+# W&B, jsonschema for the manifests' tests): pinned, installed without
+# dependencies into the venv, so pip never touches torch.
+TRAIN_STAMP := $(VENV)/.train-installed
+$(TRAIN_STAMP): requirements-train.txt $(STAMP)
+	$(VPY) -m pip install -q --no-deps -r requirements-train.txt
+	touch $@
+
 # The package installs into the venv in editable mode through pyproject.toml
 # (pip and scikit-build-core, CMake in ./build, the C++ tests too): the
 # checkout runs in place, and its metadata gives torch the entry points (the
@@ -62,7 +70,7 @@ build: setup
 	@CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(VPY) -m pip install -q --no-build-isolation --no-deps -e . \
 	  -Cbuild-dir=build -Ccmake.define.TORCHTPU_CPP_TESTS=ON
 
-test: build $(JAX_STAMP) $(TITAN_STAMP)
+test: build $(JAX_STAMP) $(TITAN_STAMP) $(TRAIN_STAMP)
 	build/torchtpu_cpp_tests
 	$(VPY) -m pytest -q tests
 
