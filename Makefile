@@ -26,11 +26,12 @@ $(STAMP): requirements.txt
 	@$(VPY) -m pip install -q -r requirements.txt
 	@touch $@
 
-# GoogleTest (and ccache, to speed rebuilds) come from Debian when missing.
+# GoogleTest, OpenSSL's headers (libcrypto: the shared cache tier's signatures)
+# and ccache (to speed rebuilds) come from Debian when missing.
 system-deps:
-	@if [ ! -f /usr/include/gtest/gtest.h ] || ! command -v ccache >/dev/null; then \
+	@if [ ! -f /usr/include/gtest/gtest.h ] || [ ! -f /usr/include/openssl/evp.h ] || ! command -v ccache >/dev/null; then \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq libgtest-dev ccache >/dev/null; \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq libgtest-dev libssl-dev ccache >/dev/null; \
 	fi
 
 setup: $(STAMP) system-deps

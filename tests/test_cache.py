@@ -243,16 +243,24 @@ def test_settings_are_registered():
         torchtpu.cache.parse_bytes("lots")
 
 
+def _key_file(path, key=b"k" * 32):
+    path.write_bytes(key)
+    path.chmod(0o600)
+    return str(path)
+
+
 @pytest.fixture
 def cache_in(tmp_path):
     """This process's cache pointed at fresh local and shared directories."""
-    cfg = torchtpu.cache.configure(local_dir=str(tmp_path / "local"), shared_dir=str(tmp_path / "shared"))
+    cfg = torchtpu.cache.configure(local_dir=str(tmp_path / "local"), shared_dir=str(tmp_path / "shared"),
+                                   key_file=_key_file(tmp_path / "key"))
     yield cfg
     torchtpu.cache.configure()
 
 
-def test_stats_and_clear(cache_in):
+def test_stats_and_clear(cache_in, tmp_path):
     assert cache_in["local_enabled"] and cache_in["shared_enabled"], cache_in
+    assert cache_in["shared_signed"] and not cache_in["local_signed"]
     assert cache_in["local_dir"].endswith(cache_in["fingerprint"])
     a = torch.full((7, 13), 2.0).to("tpu")
     torchtpu.cache.clear()  # memory may hold this graph from another test; the dirs are fresh
@@ -260,7 +268,7 @@ def test_stats_and_clear(cache_in):
     (a * a).cpu()
     s = torchtpu.cache.stats()
     assert s["misses"] == 1 and s["compilations"] == 1 and s["requests"] == 1
-    assert s["local_bytes"] > 0 and s["shared_bytes"] == s["local_bytes"]
+    assert s["local_bytes"] > 0 and s["shared_bytes"] == s["local_bytes"] + 32  # the signature
     (a * a).cpu()
     s = torchtpu.cache.stats()
     assert s["memory_hits"] == 1 and s["hits"] == 1 and s["requests"] == 2
@@ -274,17 +282,18 @@ def test_stats_and_clear(cache_in):
     assert s["memory_entries"] == 0 and s["local_bytes"] == 0 and s["shared_bytes"] > 0
     (a * a).cpu()
     s = torchtpu.cache.stats()
-    assert s["shared_hits"] == 1 and s["compilations"] == 1 and s["local_bytes"] == s["shared_bytes"]
+    assert s["shared_hits"] == 1 and s["compilations"] == 1 and s["local_bytes"] + 32 == s["shared_bytes"]
 
     # With the local tier off, memory cleared, the shared tier still serves.
-    torchtpu.cache.configure(local_dir="", shared_dir=cache_in["shared_root"])
+    torchtpu.cache.configure(local_dir="", shared_dir=cache_in["shared_root"], key_file=str(tmp_path / "key"))
     assert not torchtpu.cache.config()["local_enabled"]
     assert torchtpu.cache.clear() == 0
     (a * a).cpu()
     s = torchtpu.cache.stats()
     assert s["shared_hits"] == 2 and s["compilations"] == 1
 
-    torchtpu.cache.configure(local_dir=cache_in["local_root"], shared_dir=cache_in["shared_root"])
+    torchtpu.cache.configure(local_dir=cache_in["local_root"], shared_dir=cache_in["shared_root"],
+                             key_file=str(tmp_path / "key"))
     assert torchtpu.cache.clear(shared=True) == 2  # one entry in each tier
     s = torchtpu.cache.stats()
     assert s["memory_entries"] == 0 and s["local_bytes"] == 0 and s["shared_bytes"] == 0
@@ -372,3 +381,75 @@ def test_compiled_programs_come_from_the_disk_cache_in_a_second_process(tmp_path
     assert first["programs"] == 2 and first["compilations"] >= 2
     assert second["programs"] == 2 and second["compilations"] == 0
     assert second["stats"]["local_hits"] >= 2 and second["loss"] == first["loss"]
+
+
+def _tte(root):
+    return sorted(glob.glob(os.path.join(str(root), "*", "*.tte")))
+
+
+def test_the_shared_tier_trusts_only_entries_signed_with_its_key(tmp_path):
+    """Hosts share a tier through a key: a second host loads what the first
+    signed; an entry signed with another key (forged) or unsigned (planted) is
+    refused with a warning and compiled again, with the same results; a host
+    without the key neither reads nor writes the tier."""
+    shared, key = tmp_path / "shared", _key_file(tmp_path / "key")
+    host = lambda name, **kw: _run(tmp_path, tmp_path / name, TORCHTPU_SHARED_CACHE_DIR=shared, **kw)
+    first = host("a", TORCHTPU_CACHE_KEY_FILE=key)
+    n = first["compilations"]
+    assert n >= 3 and first["config"]["shared_enabled"] and first["config"]["shared_signed"]
+    assert len(_tte(shared)) == n
+    second = host("b", TORCHTPU_CACHE_KEY_FILE=key)
+    assert second["compilations"] == 0 and second["stats"]["shared_hits"] == n
+    assert second["out"] == first["out"]
+
+    # Forged: entries signed with another key, put in the tier's place.
+    other = tmp_path / "other-shared"
+    _run(tmp_path, tmp_path / "c", TORCHTPU_SHARED_CACHE_DIR=other,
+         TORCHTPU_CACHE_KEY_FILE=_key_file(tmp_path / "other-key", b"x" * 32))
+    for src in _tte(other):
+        shutil.copy(src, os.path.join(str(shared), os.path.relpath(src, str(other))))
+    forged = host("d", TORCHTPU_CACHE_KEY_FILE=key)
+    assert forged["compilations"] == n and forged["stats"]["shared_hits"] == 0
+    assert forged["stats"]["corrupt_entries"] == n
+    assert "refused a shared compile cache entry" in forged["stderr"]
+    assert "signature mismatch" in forged["stderr"]
+    assert forged["out"] == first["out"]
+
+    # Unsigned: a host-local (unsigned) entry copied over each signed one.
+    local = _tte(tmp_path / "a")
+    assert len(local) == n
+    for src in local:
+        shutil.copy(src, os.path.join(str(shared), os.path.relpath(src, str(tmp_path / "a"))))
+    unsigned = host("e", TORCHTPU_CACHE_KEY_FILE=key)
+    assert unsigned["compilations"] == n and unsigned["stats"]["shared_hits"] == 0
+    assert "unsigned" in unsigned["stderr"] and unsigned["out"] == first["out"]
+
+    # Without the key: the tier is off, never read or written.
+    before = {p: os.path.getmtime(p) for p in _tte(shared)}
+    keyless = host("f")
+    assert not keyless["config"]["shared_enabled"]
+    assert "TORCHTPU_CACHE_KEY_FILE" in keyless["config"]["shared_off_reason"]
+    assert keyless["compilations"] == n and keyless["stats"]["shared_hits"] == 0
+    assert {p: os.path.getmtime(p) for p in _tte(shared)} == before
+
+
+@pytest.mark.parametrize("bad", ["short", "group-writable", "missing", "directory"])
+def test_a_bad_key_file_leaves_the_shared_tier_off_with_a_warning(bad, tmp_path):
+    path = tmp_path / "key"
+    if bad == "short":
+        _key_file(path, b"k" * 15)
+    elif bad == "group-writable":
+        _key_file(path)
+        path.chmod(0o620)
+    elif bad == "directory":
+        path.mkdir()
+    want = {"short": "holds 15 bytes", "group-writable": "writable by group or others",
+            "missing": "No such file", "directory": "not a regular file"}[bad]
+    try:
+        with pytest.warns(UserWarning, match=want):
+            cfg = torchtpu.cache.configure(local_dir=str(tmp_path / "local"), shared_dir=str(tmp_path / "shared"),
+                                           key_file=str(path))
+        assert cfg["local_enabled"] and not cfg["shared_enabled"]
+        assert not os.path.exists(tmp_path / "shared")
+    finally:
+        torchtpu.cache.configure()

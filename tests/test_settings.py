@@ -312,3 +312,10 @@ def test_log_level_is_forwarded_to_the_plugin():
     assert r.returncode == 0 and r.stdout.split()[0] == "2" and "cpu_device_count" not in r.stderr, r.stderr
     bad = run(["-c", "import torchtpu"], TORCHTPU_LOG_LEVEL="loud")
     assert bad.returncode != 0 and "TORCHTPU_LOG_LEVEL" in bad.stderr, bad.stderr
+
+
+def test_the_report_hides_secret_values(monkeypatch):
+    monkeypatch.setenv("WANDB_API_KEY", "not-for-the-logs-123")
+    report = env.report()
+    assert "not-for-the-logs-123" not in report
+    assert "WANDB_API_KEY=set (hidden)" in report

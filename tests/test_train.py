@@ -2,7 +2,8 @@
 metrics, TensorBoard events, plot, checkpoints and a Hugging Face export;
 every switch gives the CPU's losses; a killed run resumes as if never
 stopped; the export loads on the CPU without torchtpu with the same logits;
-DDP and FSDP2 on two processes give the single-process CPU losses."""
+DDP, FSDP2 and tensor parallel on two processes, and two "nodes" through
+torchrun's rendezvous, give the single-process CPU losses."""
 import importlib.util
 import json
 import os
@@ -157,9 +158,11 @@ def test_the_export_loads_on_the_cpu_without_torchtpu_with_the_same_logits(tmp_p
     torch.testing.assert_close(torch.load(tmp_path / "cpu.pt"), want, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp", "tp"])
 def test_two_processes_give_the_single_process_cpu_losses(strategy, tmp_path):
     over = ["trainer.steps=4", "trainer.checkpoint_every=2", "trainer.batch_size=8"]
+    if strategy == "tp":
+        over.append("model=llama-tiny")  # GPT-2 has no tensor-parallel plan
     want = run([*over, "trainer.device=cpu"], tmp_path / "cpu")
     out = tmp_path / strategy
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", "--standalone",
@@ -177,6 +180,34 @@ def test_two_processes_give_the_single_process_cpu_losses(strategy, tmp_path):
     ref.fit()
     for (name, a), (_, b) in zip(sorted(cpu_model.state_dict().items()), sorted(ref.model.state_dict().items())):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_two_nodes_on_loopback_train_through_the_rendezvous(tmp_path):
+    """Two torchrun agents, one process each ("nodes"), meet through the c10d
+    rendezvous on loopback and train FSDP2 with the single-process CPU losses."""
+    import socket
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    over = ["trainer.steps=3", "trainer.batch_size=4"]
+    want = run([*over, "trainer.device=cpu"], tmp_path / "cpu")
+    out = tmp_path / "nodes"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=1",
+           "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", "--rdzv-id=train-test",
+           "-m", "torchtpu.train", "parallel=fsdp", *over, *QUIET, f"hydra.run.dir={out}"]
+    procs = [subprocess.Popen(cmd, env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              cwd=tmp_path) for _ in range(2)]
+    outs = []
+    for p in procs:
+        try:
+            outs.append(p.communicate(timeout=400)[0])
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            pytest.fail("the two nodes did not finish within 400 s")
+    assert all(p.returncode == 0 for p in procs), "\n".join(o[-3000:] for o in outs)
+    rows = read_metrics(out / "metrics.jsonl")
+    assert_close([r["loss"] for r in rows], want, rtol=2e-5)
 
 
 def test_the_example_subclass_matches_the_cpu(tmp_path):
@@ -211,6 +242,11 @@ def test_bad_configs_raise_clear_errors(tmp_path):
         run(["data=jsonl", f"data.files={tmp_path / 'missing.jsonl'}"], tmp_path / "b")
     with pytest.raises(ValueError, match="unknown parallel.strategy"):
         run(["parallel.strategy=pipeline"], tmp_path / "c")
+    from transformers import AutoConfig, AutoModelForCausalLM
+    from torchtpu.train.parallel import tensor_parallel
+    gpt2 = AutoModelForCausalLM.from_config(AutoConfig.for_model("gpt2", n_layer=1, n_embd=8, n_head=2))
+    with pytest.raises(ValueError, match="parallel=tp needs a model with a tensor-parallel plan"):
+        tensor_parallel(gpt2, "tpu", 2)
     with pytest.raises(ValueError, match="trainer.precision must be fp32 or bf16"):
         run(["trainer.precision=fp8", "trainer.steps=1"], tmp_path / "d")
 

@@ -4,7 +4,10 @@
 2. a directory on this host: ``$TORCHTPU_CACHE_DIR``, by default
    ``$XDG_CACHE_HOME/torchtpu`` or ``~/.cache/torchtpu``;
 3. a directory shared by many hosts: ``$TORCHTPU_SHARED_CACHE_DIR`` (off by
-   default).
+   default), used only with a key, ``$TORCHTPU_CACHE_KEY_FILE``: its entries
+   are signed with HMAC-SHA256 under the key, and an unsigned or wrongly
+   signed entry is refused (one warning) and recompiled. Without a key the
+   tier stays off, since entries other hosts wrote cannot be verified.
 
 ``TORCHTPU_CACHE=0`` turns both disk tiers off. Disk entries are serialized
 executables under ``<dir>/<fingerprint>/``, where the fingerprint names the
@@ -83,10 +86,31 @@ def _identity() -> str:
                       f"cpu {_cpu_identity()}"])
 
 
+def read_key(path: str) -> bytes:
+    """The shared tier's key from `path`: a regular file of 16 bytes or more
+    that neither group nor others can write. Raises ValueError saying why not."""
+    import stat
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise ValueError(f"cache key file {path!r}: {e.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ValueError(f"cache key file {path!r} is not a regular file")
+    if st.st_mode & 0o022:
+        raise ValueError(f"cache key file {path!r} is writable by group or others (mode {st.st_mode & 0o777:04o})")
+    with open(path, "rb") as f:
+        key = f.read(1 << 16)
+    if len(key) < 16:
+        raise ValueError(f"cache key file {path!r} holds {len(key)} bytes; a key needs 16 or more")
+    return key
+
+
 def configure(local_dir: str = None, shared_dir: str = None, max_bytes: int = None,
-              lock_timeout: float = None, memory_entries: int = None) -> dict:
+              lock_timeout: float = None, memory_entries: int = None, key_file: str = None) -> dict:
     """Points the disk tiers somewhere else. None takes the value from the
-    settings (see the module doc); "" turns that tier off. `lock_timeout`:
+    settings (see the module doc); "" turns that tier off. `key_file`: the
+    shared tier's key (TORCHTPU_CACHE_KEY_FILE; "" or no key leaves that tier
+    off; a bad key file leaves it off with a warning saying why). `lock_timeout`:
     seconds to wait for another process compiling the same graph.
     `memory_entries`: how many executables the memory tier keeps (least
     recently used ones beyond that are dropped). Returns config()."""
@@ -101,6 +125,15 @@ def configure(local_dir: str = None, shared_dir: str = None, max_bytes: int = No
         lock_timeout = env.get("TORCHTPU_CACHE_LOCK_TIMEOUT")
     if memory_entries is None:
         memory_entries = env.get("TORCHTPU_CACHE_MEMORY_ENTRIES")
+    if key_file is None:
+        key_file = env.get("TORCHTPU_CACHE_KEY_FILE")
+    key = b""
+    if shared_dir and key_file:
+        try:
+            key = read_key(os.path.expanduser(key_file))
+        except ValueError as e:
+            import warnings
+            warnings.warn(f"torchtpu: the shared compile cache tier ({shared_dir}) is off: {e}", stacklevel=2)
     if not 1 <= memory_entries <= 1 << 20:
         raise ValueError(f"memory_entries={memory_entries} is out of range: expected 1 to {1 << 20}")
     if not 0 <= max_bytes < 1 << 63:
@@ -111,7 +144,7 @@ def configure(local_dir: str = None, shared_dir: str = None, max_bytes: int = No
     shared_dir = os.path.abspath(os.path.expanduser(shared_dir)) if shared_dir else ""
     _C._cache_set_lock_timeout(float(lock_timeout))
     _C._cache_set_memory_entries(int(memory_entries))
-    _C._cache_configure(local_dir, shared_dir, int(max_bytes), _identity() if local_dir or shared_dir else "")
+    _C._cache_configure(local_dir, shared_dir, int(max_bytes), _identity() if local_dir or shared_dir else "", key)
     return config()
 
 
@@ -123,7 +156,8 @@ def _configure_at_import(plugin_path: str) -> None:
 
 def config() -> dict:
     """Where the tiers are: for "local" and "shared", whether each is enabled,
-    its root, its entry directory (root/fingerprint) and why it is off;
+    its root, its entry directory (root/fingerprint), why it is off and
+    whether its entries are signed;
     plus the fingerprint, the disk size cap (max_bytes) and the memory
     tier's bound (memory_entries)."""
     return _C._cache_config()

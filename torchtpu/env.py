@@ -132,6 +132,7 @@ class Setting:
     kind: _Kind
     default: str
     meaning: str
+    secret: bool = False  # report() says whether it is set, never its value
 
     def raw(self):
         """The variable's text, or None when unset."""
@@ -193,7 +194,12 @@ SETTINGS = {
                 "Host-local compilation cache directory (tier 2); empty means $XDG_CACHE_HOME/torchtpu, "
                 "else ~/.cache/torchtpu."),
         Setting("TORCHTPU_SHARED_CACHE_DIR", path(), "",
-                "Compilation cache directory shared by many hosts (tier 3); empty leaves it off."),
+                "Compilation cache directory shared by many hosts (tier 3); empty leaves it off. It is used "
+                "only with TORCHTPU_CACHE_KEY_FILE set."),
+        Setting("TORCHTPU_CACHE_KEY_FILE", path(), "",
+                "A file holding the secret key (16 bytes or more) that signs and verifies the shared "
+                "cache tier's entries (HMAC-SHA256); an unsigned or wrongly signed entry is refused and "
+                "recompiled. Without it the shared tier is off."),
         Setting("TORCHTPU_CACHE_MAX_BYTES", size_in_bytes(0), "2G",
                 "Size cap of each disk cache tier; least recently used entries are evicted."),
         Setting("TORCHTPU_CACHE_LOCK_TIMEOUT", seconds(0, 7 * 24 * 3600), "600",
@@ -211,6 +217,11 @@ SETTINGS = {
         Setting("WORLD_SIZE", integer(1, 1 << 20), "1", "Number of ranks (set by torchrun); see RANK."),
         Setting("LOCAL_RANK", integer(0, 1 << 20), "0", "This process's rank on its host (set by torchrun and "
                 "torchtpu.distributed.launch); torchtpu.compat's xla_device() picks tpu device LOCAL_RANK."),
+        Setting("WANDB_API_KEY", text(), "", "Weights & Biases' key (standard); with it, or WANDB_MODE, "
+                "torchtpu.train logs to W&B when wandb is installed (trainer.wandb=auto).", secret=True),
+        Setting("WANDB_MODE", text(), "", "Weights & Biases' mode (standard: online, offline, disabled); see "
+                "WANDB_API_KEY."),
+        Setting("WANDB_PROJECT", text(), "torchtpu", "The W&B project torchtpu.train logs to."),
         Setting("MASTER_ADDR", text(), "127.0.0.1", "Address of the rendezvous store (torch.distributed's "
                 "env:// init); torchtpu.distributed.launch uses it when set."),
         Setting("MASTER_PORT", integer(0, 65535), "0", "Port of the rendezvous store (torch.distributed's env:// "
@@ -302,7 +313,7 @@ def report() -> str:
             problem = ""
         except ValueError as e:
             problem = f"\n    ERROR: {e}"
-        shown = repr(raw) if raw is not None else "unset"
+        shown = "unset" if raw is None else ("set (hidden)" if s.secret else repr(raw))
         lines.append(f"{s.name}={shown}  (default {s.default!r}; {s.kind.accepted}){problem}\n    {s.meaning}")
     for name in unknown():
         lines.append(f"{name}={os.environ[name]!r}\n    WARNING: not a torchtpu setting (misspelled?); ignored")

@@ -28,7 +28,7 @@ constexpr const char* kLockSuffix = ".lock";
 constexpr const char* kTmpPrefix = ".tmp-";
 constexpr int64_t kStaleTmpSeconds = 3600;
 // PJRT blobs cap at 2 GB; a larger file is not an entry.
-constexpr int64_t kMaxEntryBytes = (int64_t{4} << 30) + static_cast<int64_t>(kEntryHeaderBytes);
+constexpr int64_t kMaxEntryBytes = (int64_t{4} << 30) + static_cast<int64_t>(kSignedEntryHeaderBytes);
 
 std::string errno_text() { return std::strerror(errno); }
 
@@ -213,15 +213,20 @@ void DiskTier::KeyLock::release() {
 // ----------------------------------------------------------------- DiskTier
 
 DiskTier::DiskTier(std::string root, std::string fingerprint, int64_t max_bytes, bool shared,
-                   const std::string& identity)
+                   const std::string& identity, std::string mac_key, bool require_key)
     : root_(std::move(root)),
       fingerprint_(std::move(fingerprint)),
+      mac_key_(std::move(mac_key)),
       max_bytes_(max_bytes),
       file_mode_(shared ? 0644 : 0600),
       dir_mode_(shared ? 0755 : 0700) {
   while (root_.size() > 1 && root_.back() == '/') root_.pop_back();
   if (root_.empty()) {
     reason_ = "no directory configured";
+    return;
+  }
+  if (require_key && mac_key_.empty()) {
+    reason_ = "no cache key (TORCHTPU_CACHE_KEY_FILE): entries other hosts wrote cannot be verified without one";
     return;
   }
   if (fingerprint_.empty() || fingerprint_.find('/') != std::string::npos || fingerprint_[0] == '.') {
@@ -299,7 +304,12 @@ std::optional<std::string> DiskTier::load(const ir::GraphKey& key, std::string* 
   struct stat st;
   bool ok = fstat(fd, &st) == 0 && st.st_size <= kMaxEntryBytes && read_all(fd, &bytes);
   if (!ok) why = "unreadable or too large";
-  ok = ok && decode_entry(bytes, key, &payload, &why);
+  try {
+    ok = ok && decode_entry(bytes, key, &payload, &why, mac_key_);
+  } catch (const std::exception& e) {
+    ok = false;
+    why = e.what();
+  }
   if (ok) {
     set_now(fd);
   } else {
@@ -327,7 +337,16 @@ bool DiskTier::store(const ir::GraphKey& key, const std::string& payload, std::s
       unsafe_reason(dir_, geteuid()).empty())  // removed under us: made again, vetted again
     fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, file_mode_);
   if (fd < 0) return fail("cannot create");
-  const bool written = write_all(fd, encode_entry(key, payload));
+  std::string entry;
+  try {
+    entry = encode_entry(key, payload, mac_key_);
+  } catch (const std::exception& e) {
+    close(fd);
+    unlink(tmp.c_str());
+    if (why != nullptr) *why = std::string("cannot sign the entry: ") + e.what();
+    return false;
+  }
+  const bool written = write_all(fd, entry);
   set_now(fd);
   if (close(fd) != 0 || !written) return fail("cannot write");
   if (rename(tmp.c_str(), entry_path(key).c_str()) != 0) return fail("cannot rename");

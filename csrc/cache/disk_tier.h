@@ -21,6 +21,10 @@
 //   (another process or thread) releases it or `timeout_s` passes; released
 //   when the KeyLock dies. The lock file is never a link: a symlink or other
 //   non-regular file in its place is removed, never followed.
+// - With a `mac_key` every entry is written signed and only entries signed
+//   with that key load (disk_entry.h); an unsigned or wrongly signed entry is
+//   bad, as above. `require_key` (the shared tier) leaves the tier off when
+//   no key is given: entries other hosts wrote cannot be trusted without one.
 // - After each store, entries of every fingerprint under root are evicted,
 //   least recently used first, until their total is at most max_bytes.
 // Thread-safe; safe to share one directory between processes.
@@ -43,7 +47,7 @@ class DiskTier {
   // before umask) instead of private (0600/0700). `identity` is written to
   // identity.txt.
   DiskTier(std::string root, std::string fingerprint, int64_t max_bytes, bool shared = false,
-           const std::string& identity = "");
+           const std::string& identity = "", std::string mac_key = "", bool require_key = false);
 
   bool enabled() const { return reason_.empty(); }
   const std::string& reason() const { return reason_; }
@@ -51,6 +55,7 @@ class DiskTier {
   const std::string& dir() const { return dir_; }
   const std::string& fingerprint() const { return fingerprint_; }
   int64_t max_bytes() const { return max_bytes_; }
+  bool is_signed() const { return !mac_key_.empty(); }
 
   std::optional<std::string> load(const ir::GraphKey& key, std::string* rejected = nullptr);
   bool store(const ir::GraphKey& key, const std::string& payload, std::string* why = nullptr);
@@ -93,7 +98,7 @@ class DiskTier {
   std::string lock_path(const ir::GraphKey& key) const;
   int64_t scan(bool evict);
 
-  std::string root_, fingerprint_, dir_;
+  std::string root_, fingerprint_, dir_, mac_key_;
   int64_t max_bytes_;
   int file_mode_, dir_mode_;
   std::string reason_;

@@ -27,7 +27,8 @@ std::pair<std::string, std::string> ExecutableCache::configure_disk(const DiskCo
   Tiers t;
   t.load = std::move(load);
   auto make = [&](const std::string& root, bool shared, const char* name) {
-    auto tier = std::make_shared<DiskTier>(root, config.fingerprint, config.max_bytes, shared, config.identity);
+    auto tier = std::make_shared<DiskTier>(root, config.fingerprint, config.max_bytes, shared, config.identity,
+                                           shared ? config.shared_key : std::string(), shared);
     if (!tier->enabled() && !root.empty())
       warn_once(std::string(name) + " off " + root + ": " + tier->reason(),
                 std::string("the ") + name + " compile cache tier (" + root + ") is off: " + tier->reason());
@@ -157,8 +158,10 @@ pjrt::ExecutablePtr ExecutableCache::try_tier(const ir::GraphKey& key, const Tie
     }
   }
   if (!rejected.empty()) {
-    warn_once("bad entry", "ignored a bad compile cache entry (" + rejected +
-              "); it is rebuilt. Later ones are counted in torchtpu.cache.stats()['corrupt_entries'].");
+    // The shared tier's refusals (unsigned, forged, corrupt) warn on their own.
+    warn_once(shared ? "refused shared entry" : "bad entry",
+              std::string(shared ? "refused a shared compile cache entry (" : "ignored a bad compile cache entry (") +
+                  rejected + "); it is rebuilt. Later ones are counted in torchtpu.cache.stats()['corrupt_entries'].");
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.corrupt_entries;
   }

@@ -67,6 +67,7 @@ struct DiskConfig {
   std::string local_dir, shared_dir;  // tier roots; "" leaves a tier off
   std::string fingerprint;            // names the entry directory in each root
   std::string identity;               // what the fingerprint was made from (identity.txt)
+  std::string shared_key;             // HMAC key of the shared tier's entries; "" leaves that tier off
   int64_t max_bytes = int64_t{2} << 30;  // cap per tier
 };
 

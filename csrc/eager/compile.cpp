@@ -91,7 +91,7 @@ pjrt::ExecutablePtr Runtime::compile_replicated(const std::string& text, const s
 }
 
 std::string Runtime::configure_cache(const std::string& local_dir, const std::string& shared_dir, int64_t max_bytes,
-                                     const std::string& identity) {
+                                     const std::string& identity, const std::string& shared_key) {
   std::string id = "entry format " + std::to_string(cache::kEntryFormatVersion) + "\nplatform " +
                    client_->platform_name() + " " + client_->platform_version() + "\n" + identity;
   ir::Hasher h;
@@ -103,6 +103,7 @@ std::string Runtime::configure_cache(const std::string& local_dir, const std::st
   config.max_bytes = max_bytes;
   config.fingerprint = h.key().hex();
   config.identity = id;
+  config.shared_key = shared_key;
   const pjrt::Client* client = client_.get();
   cache_.configure_disk(config, [client](const std::string& blob) {
     return client->deserialize(blob, compile_options());

@@ -171,8 +171,10 @@ class Runtime {
   // capped at max_bytes. `identity` names the plugin and torchtpu builds and
   // the machine; with the platform and compile options it makes the
   // fingerprint the entry directories are named by, which is returned.
+  // `shared_key` signs and verifies the shared tier's entries; without one
+  // that tier stays off.
   std::string configure_cache(const std::string& local_dir, const std::string& shared_dir, int64_t max_bytes,
-                              const std::string& identity);
+                              const std::string& identity, const std::string& shared_key = "");
 
   // Serializes graph building on a device (the autograd thread and the
   // Python thread both issue ops). Recursive: kernels nest.

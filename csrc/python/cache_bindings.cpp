@@ -23,6 +23,7 @@ void put_tier(py::dict& d, const char* name, const std::shared_ptr<cache::DiskTi
   d[(n + "_root").c_str()] = tier ? tier->root() : std::string();
   d[(n + "_dir").c_str()] = tier && tier->enabled() ? tier->dir() : std::string();
   d[(n + "_off_reason").c_str()] = tier ? tier->reason() : std::string("not configured");
+  d[(n + "_signed").c_str()] = tier && tier->is_signed();
 }
 
 py::dict config() {
@@ -85,11 +86,14 @@ py::list recompile_events() {
 void bind_cache(py::module_& m) {
   m.def(
       "_cache_configure",
-      [](const std::string& local_dir, const std::string& shared_dir, int64_t max_bytes, const std::string& identity) {
-        return Runtime::get().configure_cache(local_dir, shared_dir, max_bytes, identity);
+      [](const std::string& local_dir, const std::string& shared_dir, int64_t max_bytes, const std::string& identity,
+         const py::bytes& shared_key) {
+        std::string key = shared_key;
+        py::gil_scoped_release nogil;
+        return Runtime::get().configure_cache(local_dir, shared_dir, max_bytes, identity, key);
       },
       py::arg("local_dir"), py::arg("shared_dir"), py::arg("max_bytes"), py::arg("identity"),
-      py::call_guard<py::gil_scoped_release>());
+      py::arg("shared_key") = py::bytes());
   m.def("_cache_set_lock_timeout", [](double seconds) { Runtime::get().cache().set_lock_timeout(seconds); },
         py::arg("seconds"));
   m.def("_cache_set_memory_entries", [](int64_t n) { Runtime::get().cache().set_memory_entries(n < 1 ? 1 : n); },

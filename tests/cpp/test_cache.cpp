@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "cache/disk_entry.h"
+#include "cache_test_util.h"
 #include "cache/disk_tier.h"
 #include "cache/executable_cache.h"
 #include "pjrt/compile_options.h"
@@ -29,35 +30,15 @@
 
 using namespace torchtpu;
 using cache::DiskTier;
+using cachetest::TempDir;
+using cachetest::read_file;
+using cachetest::write_file;
 
 namespace {
 
 const ir::GraphKey kKeyA{1, 2}, kKeyB{3, 4}, kKeyC{5, 6};
 const std::string kFp1 = "0123456789abcdef0123456789abcdef";
 const std::string kFp2 = "fedcba9876543210fedcba9876543210";
-
-// A fresh private directory under /tmp, removed at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/torchtpu-cache-test-XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() { std::system(("rm -rf '" + path_ + "'").c_str()); }
-  const std::string& path() const { return path_; }
- private:
-  std::string path_;
-};
-
-std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-}
-
-void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f << bytes;
-}
 
 bool exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
 
@@ -439,6 +420,7 @@ class TieredCache : public ::testing::Test {
     cache::DiskConfig cfg;
     cfg.local_dir = local;
     cfg.shared_dir = shared;
+    cfg.shared_key = "the tests' shared tier key";  // the shared tier is off without one
     cfg.fingerprint = kFp1;
     c.configure_disk(cfg, [](const std::string& blob) { return client_->deserialize(blob, options()); });
   }

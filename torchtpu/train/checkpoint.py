@@ -5,7 +5,7 @@ A checkpoint is run_dir/checkpoints/step_NNNNNNNN/: the model and optimizer
 shards under FSDP2), and trainer.pt (step, scheduler, the data position is the
 step) with each rank's RNG states in rng_rank<R>.pt. It is written under a
 .tmp name and renamed when complete, so a run killed while writing leaves the
-previous checkpoint as the newest. Tensors are saved as CPU tensors: a
+previous checkpoint as the newest (tensor parallel is saved as FSDP2 is). Tensors are saved as CPU tensors: a
 checkpoint loads where torchtpu is not installed."""
 import glob
 import os
@@ -14,6 +14,9 @@ import shutil
 
 import torch
 import torch.distributed as dist
+
+# Strategies whose parameters are DTensors: torch.distributed.checkpoint shards.
+SHARDED = ("fsdp", "tp")
 
 
 def _is_dist():
@@ -63,7 +66,7 @@ def save(trainer, step):
         shutil.rmtree(tmp, ignore_errors=True)
         os.makedirs(tmp)
     _barrier()
-    if trainer.strategy == "fsdp":
+    if trainer.strategy in SHARDED:
         import torch.distributed.checkpoint as dcp
         from torch.distributed.checkpoint.state_dict import get_state_dict
         msd, osd = get_state_dict(trainer.model, trainer.optimizer)
@@ -88,7 +91,7 @@ def load(trainer, path):
     if meta["world_size"] != trainer.world:
         raise ValueError(f"torchtpu.train: checkpoint {path} was written by {meta['world_size']} ranks, "
                          f"this run has {trainer.world}")
-    if trainer.strategy == "fsdp":
+    if trainer.strategy in SHARDED:
         import torch.distributed.checkpoint as dcp
         from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
         msd, osd = get_state_dict(trainer.model, trainer.optimizer)
@@ -108,7 +111,7 @@ def load(trainer, path):
 def export_hf(trainer, out_dir):
     """The model as a Hugging Face directory (config and safetensors, CPU
     tensors) that plain `transformers` loads with from_pretrained."""
-    if trainer.strategy == "fsdp":
+    if trainer.strategy in SHARDED:
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
         sd = get_model_state_dict(trainer.model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
     else:

@@ -28,8 +28,8 @@ class Monitor:
             self.tb = SummaryWriter(os.path.join(run_dir, "tensorboard"))
         # auto: when wandb is installed and set up (WANDB_API_KEY or WANDB_MODE,
         # e.g. offline), so that a run never stops at a login prompt.
-        want = t.wandb in (True, "true") or (t.wandb == "auto" and (
-            os.environ.get("WANDB_API_KEY") or os.environ.get("WANDB_MODE")))
+        from .. import env
+        want = t.wandb in (True, "true") or (t.wandb == "auto" and (env.get("WANDB_API_KEY") or env.get("WANDB_MODE")))
         if want:
             try:
                 import wandb
@@ -38,7 +38,7 @@ class Monitor:
                     raise
             else:
                 from omegaconf import OmegaConf
-                self.wandb = wandb.init(project=os.environ.get("WANDB_PROJECT", "torchtpu"), dir=run_dir,
+                self.wandb = wandb.init(project=env.get("WANDB_PROJECT"), dir=run_dir,
                                         config=OmegaConf.to_container(cfg, resolve=True))
         progress = t.progress
         if progress == "auto":

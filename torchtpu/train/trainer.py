@@ -11,7 +11,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from . import checkpoint
+from . import checkpoint, parallel
 from .data import TokenData
 from .monitor import Monitor
 
@@ -19,7 +19,7 @@ from .monitor import Monitor
 class Trainer:
     """Trains `cfg.model` on `cfg.data` with `cfg.optim` for cfg.trainer.steps
     optimizer steps on one device, or on every rank of a torchrun launch
-    (cfg.parallel.strategy: none, ddp or fsdp). `fit()` returns the loss of
+    (cfg.parallel.strategy: none, ddp, fsdp or tp). `fit()` returns the loss of
     every step it ran (averaged over ranks)."""
 
     def __init__(self, cfg):
@@ -77,9 +77,8 @@ class Trainer:
     # ---- setup -------------------------------------------------------------
     def _setup_distributed(self):
         t = self.cfg.trainer
-        self.world = int(os.environ.get("WORLD_SIZE", "1"))
-        self.rank = int(os.environ.get("RANK", "0"))
-        local = int(os.environ.get("LOCAL_RANK", "0"))
+        from .. import env
+        self.world, self.rank, local = env.get("WORLD_SIZE"), env.get("RANK"), env.get("LOCAL_RANK")
         if t.device == "tpu":
             import torchtpu  # noqa: F401  (the device and the tpu_dist backend)
             self.device = torch.device("tpu", local)
@@ -98,12 +97,14 @@ class Trainer:
         self.strategy = self.cfg.parallel.strategy
         if self.strategy == "none" and self.world > 1:
             self.strategy = "ddp"
-        if self.strategy not in ("none", "ddp", "fsdp"):
-            raise ValueError(f"torchtpu.train: unknown parallel.strategy {self.strategy!r} (none, ddp or fsdp)")
+        if self.strategy not in ("none", "ddp", "fsdp", "tp"):
+            raise ValueError(f"torchtpu.train: unknown parallel.strategy {self.strategy!r} (none, ddp, fsdp or tp)")
+        # Data-parallel ranks split each batch; tensor-parallel ranks all take it whole.
+        self.dp_rank, self.dp_world = (0, 1) if self.strategy == "tp" else (self.rank, self.world)
         b, a = t.batch_size, t.grad_accum
-        if b % a or (b // a) % self.world:
+        if b % a or (b // a) % self.dp_world:
             raise ValueError(f"torchtpu.train: trainer.batch_size {b} must split into grad_accum {a} "
-                             f"micro-batches of a multiple of {self.world} ranks")
+                             f"micro-batches of a multiple of {self.dp_world} ranks")
 
     def _run_dir(self):
         d = self.cfg.trainer.run_dir
@@ -120,24 +121,16 @@ class Trainer:
         os.makedirs(d, exist_ok=True)
         return os.path.abspath(d)
 
-    def _blocks(self, model):
-        """The transformer blocks (the classes the model lists as not to be split)."""
-        names = set(getattr(model, "_no_split_modules", None) or [])
-        return [m for m in model.modules() if type(m).__name__ in names]
-
     def _wrap(self, model):
         t = self.cfg.trainer
         if t.activation_checkpointing:
             model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
         forward = model
         if self.strategy == "fsdp":
-            from torch.distributed.device_mesh import init_device_mesh
-            from torch.distributed.fsdp import fully_shard
-            mesh = init_device_mesh(self.device.type, (self.world,))
-            reshard = self.cfg.parallel.get("reshard_after_forward", True)
-            for block in self._blocks(model):
-                fully_shard(block, mesh=mesh, reshard_after_forward=reshard)
-            fully_shard(model, mesh=mesh, reshard_after_forward=reshard)
+            parallel.fully_shard_model(model, self.device.type, self.world,
+                                       self.cfg.parallel.get("reshard_after_forward", True))
+        elif self.strategy == "tp":
+            parallel.tensor_parallel(model, self.device.type, self.world)
         elif self.strategy == "ddp":
             from torch.nn.parallel import DistributedDataParallel
             forward = DistributedDataParallel(model)
@@ -185,7 +178,7 @@ class Trainer:
         t = self.cfg.trainer
         total, tokens = None, 0
         for micro in range(t.grad_accum):
-            records = self.data.micro_batch(step, micro, t.grad_accum, t.batch_size, self.rank, self.world)
+            records = self.data.micro_batch(step, micro, t.grad_accum, t.batch_size, self.dp_rank, self.dp_world)
             batch = self.data.collate(records)
             tokens += int(batch["attention_mask"].sum())
             batch = {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
@@ -255,7 +248,7 @@ class Trainer:
                     self.losses.append(v)
                 steps = done - last_logged
                 row = {"step": done, "loss": values[-1], "lr": self.scheduler.get_last_lr()[0],
-                       "tokens_per_s": tokens * self.world / (now - window),
+                       "tokens_per_s": tokens * self.dp_world / (now - window),
                        "steps_per_s": steps / (now - window), "elapsed_s": now - start,
                        "losses": values}
                 self.on_log(row)
