@@ -157,6 +157,15 @@ def test_the_export_loads_on_the_cpu_without_torchtpu_with_the_same_logits(tmp_p
     assert p.returncode == 0, p.stdout + p.stderr
     torch.testing.assert_close(torch.load(tmp_path / "cpu.pt"), want, rtol=1e-4, atol=1e-4)
 
+    # model=pretrained starts from the export, and trains as the CPU does.
+    over = ["model=pretrained", f"model.pretrained={tmp_path / 'hf'}", "trainer.steps=2"]
+    again = Trainer(compose([f"trainer.run_dir={tmp_path / 'again'}", *QUIET, *over]))
+    again.setup()
+    trained = {k: v.cpu() for k, v in trainer.model.state_dict().items()}
+    for k, v in again.model.state_dict().items():
+        torch.testing.assert_close(v.cpu(), trained[k], rtol=0, atol=0, msg=k)
+    assert_close(again.fit(), run([*over, "trainer.device=cpu"], tmp_path / "again-cpu"), rtol=2e-5)
+
 
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp", "tp"])
 def test_two_processes_give_the_single_process_cpu_losses(strategy, tmp_path):
@@ -249,6 +258,30 @@ def test_bad_configs_raise_clear_errors(tmp_path):
         tensor_parallel(gpt2, "tpu", 2)
     with pytest.raises(ValueError, match="trainer.precision must be fp32 or bf16"):
         run(["trainer.precision=fp8", "trainer.steps=1"], tmp_path / "d")
+
+
+def test_parquet_records_and_a_local_tokenizer(tmp_path):
+    """data.format=parquet with a Hugging Face tokenizer from a directory:
+    the CPU's losses, and the export carries the tokenizer."""
+    import pandas
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+    words = "the cat sat on a mat dog ran far".split()
+    vocab = {"[PAD]": 0, "[UNK]": 1, **{w: i + 2 for i, w in enumerate(words)}}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="[PAD]", unk_token="[UNK]").save_pretrained(tmp_path / "tok")
+    g = torch.Generator().manual_seed(0)
+    texts = [" ".join(words[int(i)] for i in torch.randint(0, len(words), (int(n),), generator=g))
+             for n in torch.randint(3, 14, (24,), generator=g)]
+    pandas.DataFrame({"text": texts}).to_parquet(tmp_path / "d.parquet")
+    over = ["data=jsonl", "data.format=parquet", f"data.files={tmp_path / 'd.parquet'}",
+            f"data.tokenizer={tmp_path / 'tok'}", "data.seq_len=16", "trainer.steps=3", "trainer.batch_size=4"]
+    cpu = run([*over, "trainer.device=cpu"], tmp_path / "cpu")
+    tpu = run([*over, "trainer.export_hf=true"], tmp_path / "tpu")
+    assert_close(tpu, cpu, rtol=2e-5)
+    exported = AutoTokenizer.from_pretrained(tmp_path / "tpu" / "hf")
+    assert exported("the cat ran")["input_ids"] == [2, 3, 9]
 
 
 def test_json_lines_records_pad_to_a_multiple(tmp_path):
