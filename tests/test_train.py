@@ -190,6 +190,16 @@ def test_two_processes_give_the_single_process_cpu_losses(strategy, tmp_path):
     for (name, a), (_, b) in zip(sorted(cpu_model.state_dict().items()), sorted(ref.model.state_dict().items())):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5, msg=name)
 
+    # Resumed from the step-2 checkpoint (DCP shards under FSDP2 and TP),
+    # steps 3 and 4 give the same losses again.
+    import shutil
+    shutil.rmtree(ckpt)
+    p = subprocess.run([*cmd, "trainer.resume=true"], env=env(), capture_output=True, text=True, timeout=400,
+                       cwd=tmp_path)
+    assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-4000:]
+    assert "step     3/4" in p.stdout and "step     1/4" not in p.stdout
+    assert_close([r["loss"] for r in read_metrics(out / "metrics.jsonl")], want, rtol=2e-5)
+
 
 def test_two_nodes_on_loopback_train_through_the_rendezvous(tmp_path):
     """Two torchrun agents, one process each ("nodes"), meet through the c10d
