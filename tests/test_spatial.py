@@ -106,6 +106,33 @@ def test_interpolate_2d_layouts(mode):
     same(lambda t: F.interpolate(t, scale_factor=1.5, mode=mode), randn(2, 3, 6, 8).transpose(2, 3))
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("case", ["small output", "large output", "channels-last C>3", "C=3 on one thread"])
+def test_bilinear_16_bit_rounds_as_the_cpu_kernel_it_takes(dtype, case):
+    """The CPU's vectorized bilinear kernel (channels-last with C > 3, height +
+    width of the output at most 128, or 3 channels on one thread) computes
+    16-bit inputs in float and rounds once; its generic kernel rounds the
+    weights to the dtype. Each case matches the CPU exactly but for rare
+    float-order ties, never more than one ulp."""
+    shape, size = {"small output": ((2, 3, 37, 41), (73, 29)), "large output": ((2, 3, 37, 41), (128, 100)),
+                   "channels-last C>3": ((1, 5, 16, 16), (70, 90)), "C=3 on one thread": ((1, 3, 16, 16), (20, 130))}[case]
+    x = randn(*shape, dtype=dtype)
+    if case == "channels-last C>3":
+        x = x.contiguous(memory_format=torch.channels_last)
+    threads = torch.get_num_threads()
+    if case == "C=3 on one thread":
+        torch.set_num_threads(1)
+    try:
+        for ac in (False, True):
+            want = F.interpolate(x, size=size, mode="bilinear", align_corners=ac)
+            got = F.interpolate(x.to("tpu"), size=size, mode="bilinear", align_corners=ac).cpu()
+            assert (got == want).float().mean() >= 0.999, (got != want).sum()
+            ulp = torch.finfo(dtype).eps * want.float().abs().clamp(min=1)
+            assert ((got.float() - want.float()).abs() <= ulp).all()
+    finally:
+        torch.set_num_threads(threads)
+
+
 @pytest.mark.parametrize("mode", ["nearest", "nearest-exact", "bilinear", "bicubic"])
 def test_interpolate_nonfinite_and_empty(mode):
     x = randn(1, 2, 4, 5)

@@ -5,6 +5,7 @@
 // picks for the input's layout and sizes (its vectorized kernels use
 // nearest_idx, the generic one HelperInterpNearest), so the same pixel is
 // chosen. Interpolation computes in float32 and rounds once.
+#include <ATen/Parallel.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/UpSample.h>
 #include <ATen/ops/grid_sampler_2d_backward_ops.h>
@@ -125,7 +126,17 @@ at::Tensor nearest_backward_impl(const char* op, bool exact, const at::Tensor& g
   return result;
 }
 
-// The CPU keeps interpolation weights in the tensor's dtype.
+// The CPU keeps interpolation weights in the tensor's dtype, except in its
+// vectorized bilinear kernel, which computes 16-bit inputs in float and rounds
+// once. PyTorch takes that kernel for channels-last inputs of more than 3
+// channels, outputs whose height + width is at most 128, and 3 channels on
+// one thread.
+bool bilinear_in_float(const at::Tensor& self, const ir::Dims& full) {
+  const int64_t c = self.size(1);
+  return (self.is_contiguous(at::MemoryFormat::ChannelsLast) && c > 3) ||
+         full[full.size() - 2] + full.back() <= 128 || (at::get_num_threads() == 1 && c == 3);
+}
+
 at::Tensor interp_impl(const char* op, bool cubic, const at::Tensor& self, c10::SymIntArrayRef output_size,
                        bool align_corners, const Scales& scales, const at::Tensor* out) {
   const size_t nsp = scales.size();
@@ -133,8 +144,9 @@ at::Tensor interp_impl(const char* op, bool cubic, const at::Tensor& self, c10::
   check_input(op, self, nsp);
   check_dtype(op, self.scalar_type(), /*allow_byte=*/false);
   Kernel k(op, self);
+  const bool in_float = !cubic && nsp == 2 && bilinear_in_float(self, full);
   Value r = ops::upsample_interp(k.b(), k.in(self, at::kFloat), axes_of(self.sizes(), full, scales), align_corners,
-                                 cubic, to_ir(self.scalar_type()));
+                                 cubic, in_float ? ir::DType::kF32 : to_ir(self.scalar_type()));
   at::Tensor result = k.result(r, self.scalar_type(), out);
   k.run();
   return result;
