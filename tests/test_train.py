@@ -99,6 +99,13 @@ def test_activation_checkpointing_is_on_when_asked(tmp_path):
         assert t.model.is_activation_checkpointing is on
 
 
+def test_a_run_started_over_in_its_directory_replaces_its_checkpoints(tmp_path):
+    first = run(["trainer.steps=2"], tmp_path)
+    again = run(["trainer.steps=2"], tmp_path)  # not resumed: from step 0, over the old checkpoint
+    assert_close(again, first, rtol=1e-6)
+    assert sorted(os.listdir(tmp_path / "checkpoints")) == ["step_00000002"]
+
+
 def test_the_loop_restores_the_eager_mode(tmp_path):
     before = torchtpu.get_eager_mode()
     other = "strict" if before != "strict" else "fused"
@@ -259,6 +266,8 @@ def test_bad_configs_raise_clear_errors(tmp_path):
         run(["trainer.batch_size=6", "trainer.grad_accum=4"], tmp_path / "a")
     with pytest.raises(FileNotFoundError, match="does not exist"):
         run(["data=jsonl", f"data.files={tmp_path / 'missing.jsonl'}"], tmp_path / "b")
+    with pytest.raises(ValueError, match="trainer.log_every must be an integer of at least 1, got 0"):
+        run(["trainer.log_every=0"], tmp_path / "e")
     with pytest.raises(ValueError, match="unknown parallel.strategy"):
         run(["parallel.strategy=pipeline"], tmp_path / "c")
     from transformers import AutoConfig, AutoModelForCausalLM

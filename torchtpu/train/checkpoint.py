@@ -80,6 +80,7 @@ def save(trainer, step):
                    os.path.join(tmp, "trainer.pt"))
     _barrier()
     if trainer.rank == 0:
+        shutil.rmtree(final, ignore_errors=True)  # a run started over in the same directory
         os.rename(tmp, final)
     _barrier()
     return final

@@ -101,6 +101,11 @@ class Trainer:
             raise ValueError(f"torchtpu.train: unknown parallel.strategy {self.strategy!r} (none, ddp, fsdp or tp)")
         # Data-parallel ranks split each batch; tensor-parallel ranks all take it whole.
         self.dp_rank, self.dp_world = (0, 1) if self.strategy == "tp" else (self.rank, self.world)
+        for name, low in (("steps", 0), ("batch_size", 1), ("grad_accum", 1), ("log_every", 1),
+                          ("checkpoint_every", 0)):
+            if not isinstance(t[name], int) or t[name] < low:
+                raise ValueError(f"torchtpu.train: trainer.{name} must be an integer of at least {low}, "
+                                 f"got {t[name]!r}")
         b, a = t.batch_size, t.grad_accum
         if b % a or (b // a) % self.dp_world:
             raise ValueError(f"torchtpu.train: trainer.batch_size {b} must split into grad_accum {a} "
