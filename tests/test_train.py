@@ -268,6 +268,8 @@ def test_bad_configs_raise_clear_errors(tmp_path):
         run(["data=jsonl", f"data.files={tmp_path / 'missing.jsonl'}"], tmp_path / "b")
     with pytest.raises(ValueError, match="trainer.log_every must be an integer of at least 1, got 0"):
         run(["trainer.log_every=0"], tmp_path / "e")
+    with pytest.raises(ValueError, match="optim.schedule must be cosine, linear or constant, got 'cosin'"):
+        run(["optim.schedule=cosin"], tmp_path / "f")
     with pytest.raises(ValueError, match="unknown parallel.strategy"):
         run(["parallel.strategy=pipeline"], tmp_path / "c")
     from transformers import AutoConfig, AutoModelForCausalLM

@@ -50,6 +50,8 @@ class Trainer:
     def build_scheduler(self, optimizer):
         """Linear warm-up, then cosine, linear or constant to min_lr_ratio."""
         o, total = self.cfg.optim, self.cfg.trainer.steps
+        if o.schedule not in ("cosine", "linear", "constant"):
+            raise ValueError(f"torchtpu.train: optim.schedule must be cosine, linear or constant, got {o.schedule!r}")
 
         def factor(step):
             if step < o.warmup_steps:
