@@ -84,6 +84,7 @@ if not _running_env_report() and not _DEFERRED:
     _C._set_fallback_error(env.get("TORCHTPU_CPU_FALLBACK") == "error")
     _C._set_fused_max_ops(env.get("TORCHTPU_FUSED_MAX_OPS"))
     _C._set_op_memo(env.get("TORCHTPU_OP_MEMO"))
+    _C._set_fused_replay(env.get("TORCHTPU_FUSED_REPLAY"))
     _buckets = env.get("TORCHTPU_BUCKETS")
     _C._set_buckets([] if _buckets == "off" else [0] if _buckets == "pow2" else _buckets)
     if env.get("TORCHTPU_SHOW_CPP_STACKTRACES"):

@@ -25,8 +25,12 @@ def _on_recompiles() -> None:
     live = "recompiles" in env.get("TORCHTPU_DEBUG")
     limit = env.get("TORCHTPU_RECOMPILE_LIMIT")
     for e in _C._recompile_events():
-        _recent.append(e)
         where = e["site"] or "an unknown line"
+        if e["cause"] == "replay_miss":  # not a compilation: Fused Eager built this graph anew from here
+            if live:
+                print(f"torchtpu: fused replay stopped at {where} ({e['op']}): {e['detail']}", file=sys.stderr)
+            continue
+        _recent.append(e)
         if live and e["site_compilations"] > 1:
             print(f"torchtpu: recompiled at {where} ({e['op']}): {e['cause']}: {e['detail']}", file=sys.stderr)
         if e["site_recompilations"] > limit and e["site"] not in _warned:
@@ -174,6 +178,8 @@ def metrics_report(top: int = 10) -> str:
         row("fused_graphs", m["fused_graphs"], f"{m['fused_ops']} ops, {m['fused_ops'] / m['fused_graphs']:.0f} per "
             f"graph, {m['fused_outputs']} outputs; cut at sync {cuts['sync']}, loop {cuts['loop']}, "
             f"size limit {cuts['size']}")
+        row("fused_replay", f"{m['fused_replayed_ops']} ops replayed",
+            f"{m['fused_replay_misses']} recorded graphs given up before their cut")
     row("donated_buffers", m["donated_buffers"])
     memo = m["op_memo"]
     if memo["hits"] or memo["records"]:

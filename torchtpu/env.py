@@ -158,6 +158,10 @@ SETTINGS = {
         Setting("TORCHTPU_EAGER_MODE", choice("debug", "strict", "fused"), "strict", "Initial eager mode."),
         Setting("TORCHTPU_FUSED_MAX_OPS", integer(1, 1_000_000), "2000",
                 "Fused Eager: ops in one graph before it is cut when no loop was found."),
+        Setting("TORCHTPU_FUSED_REPLAY", boolean(), "1",
+                "Fused Eager: 1 records each graph it cuts and, when the next ops are the recorded ones "
+                "(the same ops over inputs from the same places), replays it without building it again; "
+                "0 builds every graph."),
         Setting("TORCHTPU_OP_MEMO", boolean(), "1",
                 "1 lets an op called again with identical arguments (the same layouts, aliasing and numbers; "
                 "an optimizer's foreach ops also with new step sizes) reuse the graph its earlier call built "

@@ -24,7 +24,8 @@ struct Family {
   std::vector<int64_t> words;
   std::vector<eager::HostScalar> values;  // the recorded call's
   std::vector<bool> free;                 // per number
-  eager::OpGraph::Built built;
+  eager::OpGraph::Built built;            // its graph empty: shared below
+  std::shared_ptr<const ir::Graph> graph;
   ir::GraphKey key;
   std::vector<int32_t> in_at, out_at, scalar_at;
   // Typed calls: how each returned tensor is made; out_at[i] at or past
@@ -134,6 +135,8 @@ std::optional<OpMemo::Hit> OpMemo::find(const Call& call, bool* again) {
     const Family& f = it->second;
     h.emplace();
     h->built = f.built;
+    h->built.shared = f.graph;
+    h->built.key = f.key;
     h->outs = f.outs;
     eager::OpGraph::Built& b = h->built;
     for (size_t i = 0; i < f.in_at.size(); ++i) {
@@ -142,7 +145,7 @@ std::optional<OpMemo::Hit> OpMemo::find(const Call& call, bool* again) {
         in.storage = call.storages[f.in_at[i]];
       } else if (f.scalar_at[i] >= 0 && !same(in.host, call.values[f.scalar_at[i]])) {
         in.host = call.values[f.scalar_at[i]];
-        in.scalar = eager::Runtime::get().scalar_buffer(b.graph.type(in.param).dtype, in.host, call.device);
+        in.scalar = eager::Runtime::get().scalar_buffer(f.graph->type(in.param).dtype, in.host, call.device);
       }
     }
     h->out_fresh.assign(f.out_at.size(), -1);
@@ -165,12 +168,15 @@ void store(const OpMemo::Call& call, const eager::OpGraph::Built& built, std::ve
   for (eager::OpGraph::Input& in : stripped.inputs) in.storage = nullptr;
   for (eager::OpGraph::Output& o : stripped.outputs) o.storage = nullptr;
   const ir::GraphKey key = ir::graph_key(stripped.graph, ir::GraphKey{});
+  auto graph = std::make_shared<const ir::Graph>(std::move(stripped.graph));
+  stripped.graph = ir::Graph();
   std::lock_guard<std::mutex> lock(mu);
   record_count.fetch_add(1, std::memory_order_relaxed);
   auto it = table.find(call.hash);
   if (call.may_free && it != table.end() && it->second.words == call.words &&
       generalize(it->second, call, stripped, key, in_at, out_at)) {
     it->second.built = std::move(stripped);
+    it->second.graph = std::move(graph);
     return;
   }
   if (it == table.end() && table.size() >= OpMemo::kMaxEntries) table.clear();
@@ -179,6 +185,7 @@ void store(const OpMemo::Call& call, const eager::OpGraph::Built& built, std::ve
   f.values = call.values;
   f.free.assign(call.values.size(), false);
   f.built = std::move(stripped);
+  f.graph = std::move(graph);
   f.key = key;
   f.in_at = std::move(in_at);
   f.out_at = std::move(out_at);

@@ -15,7 +15,11 @@ namespace torchtpu::eager {
 namespace {
 std::atomic<uint64_t> next_gen{1};
 std::atomic<int64_t> max_ops{2000};
+std::atomic<bool> replay_on{true};
 }  // namespace
+
+void set_fused_replay(bool on) { replay_on = on; }
+bool fused_replay() { return replay_on.load(std::memory_order_relaxed); }
 
 void set_fused_max_ops(int64_t n) { max_ops = n < 1 ? 1 : n; }
 int64_t fused_max_ops() { return max_ops; }
@@ -33,6 +37,11 @@ void FusedGraph::Pending::reset() {
   sites.clear();
   calls.clear();
   ops = 0;
+  replay.reset();
+  journal.steps.clear();
+  journal.binds.clear();
+  journal.outs.clear();
+  journaled = true;
 }
 
 FusedGraph::Pending* FusedGraph::owner(const StorageValue* s) const {
@@ -99,10 +108,8 @@ uint64_t fingerprint(const ir::Graph& op, const std::vector<OpGraph::Input>& inp
 }
 }  // namespace
 
-void FusedGraph::append(ir::Graph& op, const std::vector<OpGraph::Input>& inputs,
-                        const std::vector<OpGraph::Output>& outputs, const OpSite& site) {
-  // Whose graph the op joins; another thread's graph that holds one of its
-  // storages is materialized first.
+FusedGraph::Pending& FusedGraph::join(const std::vector<OpGraph::Input>& inputs,
+                                      const std::vector<OpGraph::Output>& outputs, const OpSite& site) {
   Pending* own = capture_ ? &for_issuer(0) : nullptr;
   if (!own && site.where.issuer == kAnyIssuer) {
     for (const OpGraph::Input& in : inputs)
@@ -121,12 +128,40 @@ void FusedGraph::append(ir::Graph& op, const std::vector<OpGraph::Input>& inputs
       if (in.storage && in.storage->pending_gen != 0 && !owner(in.storage))
         Runtime::get().fused(device_).flush_for(in.storage);
   for (const OpGraph::Output& o : outputs) settle_other(o.storage);
-  Pending& p = *own;
+  return *own;
+}
+
+void FusedGraph::append(ir::Graph& op, const std::vector<OpGraph::Input>& inputs,
+                        const std::vector<OpGraph::Output>& outputs, const OpSite& site) {
+  append_op(&op, op, nullptr, inputs, outputs, site);
+}
+
+void FusedGraph::append_shared(const ir::Graph& op, const ir::GraphKey& key,
+                               const std::vector<OpGraph::Input>& inputs,
+                               const std::vector<OpGraph::Output>& outputs, const OpSite& site) {
+  append_op(nullptr, op, &key, inputs, outputs, site);
+}
+
+void FusedGraph::append_op(ir::Graph* owned, const ir::Graph& op, const ir::GraphKey* key,
+                           const std::vector<OpGraph::Input>& inputs, const std::vector<OpGraph::Output>& outputs,
+                           const OpSite& site) {
+  Pending& p = join(inputs, outputs, site);
+  const bool replayable = !capture_ && op.collectives.empty() && fused_replay();
+  ir::GraphKey k;
+  if (replayable) {
+    k = key ? *key : ir::graph_key(op, ir::GraphKey{});
+    if (replay_op(p, k, inputs, outputs, site)) return;
+  } else if (p.replay) {
+    stop_replay(p, &site, fused_replay() ? "an op holding collectives" : "replay was switched off");
+  }
+  const bool journal = replayable && p.journaled;
+  if (!replayable) p.journaled = false;
 
   const uint64_t fp = fingerprint(op, inputs, outputs, site);
-  std::vector<ir::Node>& nodes = op.mutable_nodes();
+  const std::vector<ir::Node>& nodes = op.nodes();
   // Where each node of the op's graph lands: parameters resolve to pending
-  // values or parameters of this graph; other nodes are moved over.
+  // values or parameters of this graph; other nodes are moved (or copied)
+  // over.
   std::vector<ir::Value> where(nodes.size());
   std::vector<bool> is_param(nodes.size(), false);
   for (const OpGraph::Input& in : inputs) {
@@ -134,7 +169,9 @@ void FusedGraph::append(ir::Graph& op, const std::vector<OpGraph::Input>& inputs
     is_param[i] = true;
     const ir::Type& t = nodes[i].results[0];
     StorageValue* s = in.storage;
+    From from;
     if (!s) {
+      from = From::kScalar;
       where[i] = p.g.parameter(t);
       p.args.push_back({nullptr, in.scalar});
       p.arg_free.push_back(false);
@@ -142,10 +179,13 @@ void FusedGraph::append(ir::Graph& op, const std::vector<OpGraph::Input>& inputs
       p.arg_redraw.push_back(in.redraw);
     } else if (s->pending_gen == p.gen) {
       if (p.g.type(s->pending_value) != t) throw std::logic_error("fused graph: pending value type mismatch");
+      from = From::kPending;
       where[i] = s->pending_value;
     } else if (s->param_gen == p.gen) {
+      from = From::kParam;
       where[i] = s->param_value;
     } else {
+      from = From::kNewParam;
       where[i] = p.g.parameter(t);
       s->param_gen = p.gen;
       s->param_value = where[i];
@@ -155,11 +195,12 @@ void FusedGraph::append(ir::Graph& op, const std::vector<OpGraph::Input>& inputs
       p.arg_storage.push_back(s);
       p.arg_redraw.push_back({});
     }
+    if (journal) p.journal.binds.push_back({from, i, where[i]});
   }
   auto map = [&](ir::Value v) { return is_param[v.node] ? where[v.node] : ir::Value{where[v.node].node, v.index}; };
   for (size_t i = 0; i < nodes.size(); ++i) {
     if (is_param[i]) continue;
-    ir::Node& n = nodes[i];
+    ir::Node n = owned ? std::move(owned->mutable_nodes()[i]) : nodes[i];
     for (ir::Value& v : n.operands) v = map(v);
     where[i] = p.g.append(std::move(n));
   }
@@ -174,16 +215,25 @@ void FusedGraph::append(ir::Graph& op, const std::vector<OpGraph::Input>& inputs
     }
     s->pending_value = map(o.flat);
     s->set_pending_dtype(o.dtype);
+    if (journal) p.journal.outs.push_back({s->pending_value, o.dtype});
   }
   p.sites.push_back(site);
   p.sites.back().where.issuer = p.issuer;
   ++p.ops;
+  if (journal)
+    p.journal.steps.push_back({k, site.op, fp, static_cast<int32_t>(p.g.nodes().size()),
+                               static_cast<int32_t>(p.journal.binds.size()),
+                               static_cast<int32_t>(p.journal.outs.size())});
   if (capture_) return;
+  after_append(p, fp, !op.collectives.empty());
+}
+
+void FusedGraph::after_append(Pending& p, uint64_t fp, bool collectives) {
   if (!p.calls.empty()) last_op_ns_.store(steady_now_ns(), std::memory_order_relaxed);  // ranks only
   p.loop.set_max_ops(max_ops);
   const LoopDetector::Cut cut = p.loop.record(fp, p.ops);
   // No cut right after a collective: its group joins the graph first (join_group).
-  if (!op.collectives.empty()) return;
+  if (collectives) return;
   switch (cut) {
     case LoopDetector::Cut::kNone: break;
     case LoopDetector::Cut::kLoop: flush(p, Reason::kLoop); break;
@@ -238,30 +288,51 @@ std::unique_ptr<Task> FusedGraph::make_task(Pending& p, Reason why) {
   (why == Reason::kSync ? m.cuts_sync : why == Reason::kLoop ? m.cuts_loop : m.cuts_size)
       .fetch_add(1, std::memory_order_relaxed);
   std::vector<StorageValue*> outs;
-  for (StorageValue* s : p.written)
+  std::vector<int32_t> out_at;  // their places in p.written
+  for (size_t i = 0; i < p.written.size(); ++i) {
+    StorageValue* s = p.written[i];
     if (s && s->pending_gen == p.gen) {
-      p.g.outputs.push_back(s->pending_value);
       outs.push_back(s);
+      out_at.push_back(static_cast<int32_t>(i));
     }
+  }
   m.fused_outputs.fetch_add(static_cast<int64_t>(outs.size()), std::memory_order_relaxed);
   if (outs.empty() && p.calls.empty()) {  // every value it computed is dead
     p.reset();
     return nullptr;
   }
-  // A parameter whose storage died or was overwritten is donated to the
-  // first output of its type not yet aliased.
-  std::vector<bool> aliased(outs.size(), false);
-  for (size_t i = 0; i < p.args.size(); ++i) {
-    if (!p.args[i].slot || !p.arg_free[i]) continue;
-    const ir::Type& t = p.g.parameter_type(static_cast<int>(i));
-    for (size_t j = 0; j < outs.size(); ++j)
-      if (!aliased[j] && p.g.type(p.g.outputs[j]) == t) {
-        aliased[j] = true;
-        p.g.donations.push_back({static_cast<int>(i), static_cast<int>(j)});
-        break;
-      }
-  }
   auto task = std::make_unique<Task>();
+  std::shared_ptr<const Recording> replayed;
+  if (p.replay) {
+    if ((replayed = fitting(p, out_at))) {
+      task->graph = replayed->graph;
+      task->key = replayed->key;
+      task->ready_exe = Runtime::get().cache().find(replayed->key);
+      // The most recently used first.
+      auto it = std::find(p.recordings.begin(), p.recordings.end(), replayed);
+      if (it != p.recordings.end()) std::rotate(p.recordings.begin(), it, it + 1);
+    } else {
+      stop_replay(p, nullptr, static_cast<size_t>(p.ops) != p.replay->steps.size()
+                                  ? "the graph was cut before the recorded cut"
+                                  : "other values it wrote are alive at the cut, or other inputs died");
+    }
+  }
+  if (!replayed) {
+    for (StorageValue* s : outs) p.g.outputs.push_back(s->pending_value);
+    // A parameter whose storage died or was overwritten is donated to the
+    // first output of its type not yet aliased.
+    std::vector<bool> aliased(outs.size(), false);
+    for (size_t i = 0; i < p.args.size(); ++i) {
+      if (!p.args[i].slot || !p.arg_free[i]) continue;
+      const ir::Type& t = p.g.parameter_type(static_cast<int>(i));
+      for (size_t j = 0; j < outs.size(); ++j)
+        if (!aliased[j] && p.g.type(p.g.outputs[j]) == t) {
+          aliased[j] = true;
+          p.g.donations.push_back({static_cast<int>(i), static_cast<int>(j)});
+          break;
+        }
+    }
+  }
   task->device = device_;
   task->args = std::move(p.args);
   task->sites = std::move(p.sites);
@@ -274,11 +345,19 @@ std::unique_ptr<Task> FusedGraph::make_task(Pending& p, Reason why) {
     s->set_slot(slot, s->dtype());
     task->outputs.push_back(std::move(slot));
   }
+  if (replayed) {
+    if (p.last) p.last->next = replayed;
+    p.last = replayed;
+    p.reset();
+    return task;
+  }
   if (outs.empty()) {  // its collectives' results are dead, but the other ranks need them to run
     p.g.outputs.push_back(ir::Value{task->collectives.front().node, 0});
     task->outputs.push_back(std::make_shared<Slot>());
   }
-  task->graph = std::make_shared<const ir::Graph>(std::move(p.g));
+  auto graph = std::make_shared<const ir::Graph>(std::move(p.g));
+  task->graph = graph;
+  if (!capture_ && p.journaled && task->collectives.empty()) keep_recording(p, std::move(out_at), graph, *task);
   p.reset();
   return task;
 }
@@ -288,6 +367,7 @@ FusedGraph::Taken FusedGraph::take() {
   for (const auto& pp : pending_) {
     Pending& p = *pp;
     if (p.ops == 0) continue;
+    if (p.replay) stop_replay(p, nullptr, "a capture takes the graph");
     if (t.ops != 0) throw std::logic_error("fused graph: a capture holds more than one pending graph");
     for (StorageValue* s : p.written)
       if (s && s->pending_gen == p.gen) t.written.push_back(s);

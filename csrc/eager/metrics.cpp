@@ -54,6 +54,8 @@ void Metrics::reset() {
   cuts_sync = 0;
   cuts_loop = 0;
   cuts_size = 0;
+  fused_replayed_ops = 0;
+  fused_replay_misses = 0;
   captured_programs = 0;
   captures_abandoned = 0;
   program_runs = 0;

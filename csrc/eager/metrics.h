@@ -46,6 +46,10 @@ struct Metrics {
   std::atomic<int64_t> cuts_sync{0};
   std::atomic<int64_t> cuts_loop{0};
   std::atomic<int64_t> cuts_size{0};
+  // Fused Eager's replay: ops that took their place in a recorded graph
+  // without building it, and recorded graphs given up before their end.
+  std::atomic<int64_t> fused_replayed_ops{0};
+  std::atomic<int64_t> fused_replay_misses{0};
   // torch.compile: programs captured, captures abandoned at a sync point,
   // and runs of captured programs.
   std::atomic<int64_t> captured_programs{0};

@@ -160,23 +160,48 @@ void OpGraph::write(StorageValue* s, ir::DType dtype, const ops::ViewMeta& v, ir
 }
 
 void OpGraph::adopt(Built b) {
-  g_ = std::move(b.graph);
+  if (b.shared) {
+    shared_ = std::move(b.shared);
+    key_ = b.key;
+  } else {
+    g_ = std::move(b.graph);
+  }
   inputs_ = std::move(b.inputs);
   outputs_ = std::move(b.outputs);
 }
 
+OpGraph::Built OpGraph::built() const {
+  Built b{shared_ ? *shared_ : g_, inputs_, outputs_, site_.op, nullptr, {}};
+  b.graph.outputs.clear();
+  for (const Output& o : outputs_) b.graph.outputs.push_back(o.flat);
+  return b;
+}
+
+void OpGraph::own_graph() {
+  if (!shared_) return;
+  g_ = *shared_;
+  shared_.reset();
+}
+
 void OpGraph::run() {
   if (outputs_.empty()) return;
-  g_.outputs.clear();
-  for (const Output& o : outputs_) g_.outputs.push_back(o.flat);
+  if (!shared_) {  // a shared graph holds its outputs already
+    g_.outputs.clear();
+    for (const Output& o : outputs_) g_.outputs.push_back(o.flat);
+  }
   if (recorder) recorder->runs.push_back(built());
   Runtime& rt = Runtime::get();
   try {
     if (Capture* c = Capture::active(device_)) {
+      own_graph();
       c->graph().append(g_, inputs_, outputs_, site_);
     } else if (rt.mode() == EagerMode::kFused) {
-      rt.fused(device_).append(g_, inputs_, outputs_, site_);
+      if (shared_)
+        rt.fused(device_).append_shared(*shared_, key_, inputs_, outputs_, site_);
+      else
+        rt.fused(device_).append(g_, inputs_, outputs_, site_);
     } else {
+      own_graph();
       queue();
     }
   } catch (const DeviceError& e) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "eager/runtime.h"
+#include "ir/graph_key.h"
 #include "ops/builder.h"
 #include "ops/views.h"
 
@@ -93,14 +94,19 @@ class OpGraph {
   };
 
   // What the op built so far: its graph, reads and writes (an op memo keeps
-  // them for later calls of identical arguments: aten/op_memo.h).
+  // them for later calls of identical arguments: aten/op_memo.h). A graph
+  // an op memo hands out again is `shared` (immutable, with its structural
+  // key) and `graph` is empty: Fused Eager appends it without a copy.
   struct Built {
     ir::Graph graph;
     std::vector<Input> inputs;
     std::vector<Output> outputs;
     const char* op = nullptr;  // the op that built it (its name, as sites hold it)
+    std::shared_ptr<const ir::Graph> shared;
+    ir::GraphKey key{};  // shared graphs only: ir::graph_key(*shared, {})
   };
-  Built built() const { return {g_, inputs_, outputs_, site_.op}; }
+  // A copy of it (its graph's outputs those the op writes).
+  Built built() const;
   // While one lives on this thread, each op (inner ones too) copies what it
   // built into `runs` as it hands it to the mode, and a sync point or
   // a host-to-device copy marks it tainted (an op memo records what one call
@@ -122,6 +128,8 @@ class OpGraph {
 
  private:
   ir::Value param_for(StorageValue* s, ir::DType dtype);
+  // Copies an adopted shared graph into g_ (for a mode that takes it whole).
+  void own_graph();
   ir::Value reinterpret(ir::Value v, ir::DType to);
   void queue();
 
@@ -136,6 +144,8 @@ class OpGraph {
   CurrentOpScope scope_;
   int device_;
   ir::Graph g_;
+  std::shared_ptr<const ir::Graph> shared_;  // adopted, not yet copied into g_
+  ir::GraphKey key_{};
   ops::Builder b_;
   std::vector<Input> inputs_;
   std::vector<Output> outputs_;

@@ -36,6 +36,7 @@ const char* RecompileLog::name(Cause c) {
     case Cause::kNewAttributes: return "new_attributes";
     case Cause::kNewBucket: return "new_bucket";
     case Cause::kPadding: return "bucket_padding";
+    case Cause::kReplayMiss: return "replay_miss";
   }
   return "?";
 }
@@ -188,6 +189,13 @@ RecompileLog::Cause RecompileLog::record(const ir::Graph& g, const OpSite& site,
   events_.push_back(Event{site, cause, std::move(detail), s.count, s.shape_count});
   pending_.store(events_.size(), std::memory_order_relaxed);
   return cause;
+}
+
+void RecompileLog::replay_miss(const OpSite& site, std::string detail) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (events_.size() >= kMaxEvents) events_.pop_front();
+  events_.push_back(Event{site, Cause::kReplayMiss, std::move(detail), 0, 0});
+  pending_.store(events_.size(), std::memory_order_relaxed);
 }
 
 std::map<std::string, int64_t> RecompileLog::counts() const {

@@ -27,7 +27,9 @@ class RecompileLog {
  public:
   // kNewBucket: the program of a size's bucket (eager/buckets.h); kPadding:
   // a bucketed program's pad or unpad, counted only.
-  enum class Cause { kNewProgram, kNewShape, kNewAttributes, kNewBucket, kPadding };
+  // kReplayMiss is no compilation: Fused Eager stopped replaying a recorded
+  // graph at this op (fused_graph.h); reported, never counted here.
+  enum class Cause { kNewProgram, kNewShape, kNewAttributes, kNewBucket, kPadding, kReplayMiss };
   static const char* name(Cause c);
 
   struct Event {
@@ -41,6 +43,8 @@ class RecompileLog {
   // Records a compilation of `g`, issued at `site`; returns its cause.
   Cause record(const ir::Graph& g, const OpSite& site, bool padding = false, int64_t bucket = 0);
 
+  // Fused Eager's replay stopped at `site`: why, in words.
+  void replay_miss(const OpSite& site, std::string detail);
   // Compilations so far by cause.
   std::map<std::string, int64_t> counts() const;
   // The events not yet drained, oldest first (at most kMaxEvents kept).
@@ -82,7 +86,7 @@ class RecompileLog {
   uint64_t next_order_ = 0;
   std::deque<Event> events_;
   std::atomic<size_t> pending_{0};
-  int64_t by_cause_[5] = {0, 0, 0, 0, 0};
+  int64_t by_cause_[6] = {0, 0, 0, 0, 0, 0};
 };
 
 RecompileLog& recompile_log();

@@ -36,6 +36,18 @@ Value Graph::add(const char* op, std::vector<Value> operands, Type result,
   return Value{static_cast<int32_t>(nodes_.size() - 1), 0};
 }
 
+void Graph::assign_prefix(const Graph& src, size_t n) {
+  nodes_.assign(src.nodes_.begin(), src.nodes_.begin() + static_cast<std::ptrdiff_t>(n));
+  param_nodes_.clear();
+  for (int32_t i : src.param_nodes_)
+    if (static_cast<size_t>(i) < n) param_nodes_.push_back(i);
+  outputs.clear();
+  donations.clear();
+  collectives.clear();
+  replicas = src.replicas;
+  opt_level = src.opt_level;
+}
+
 Value Graph::append(Node n) {
   nodes_.push_back(std::move(n));
   return Value{static_cast<int32_t>(nodes_.size() - 1), 0};

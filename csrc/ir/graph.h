@@ -91,6 +91,10 @@ class Graph {
   // not for parameters. Returns its first result.
   Value append(Node n);
   std::vector<Node>& mutable_nodes() { return nodes_; }
+  // Becomes the first `n` nodes of `src` (its parameters among them), with
+  // no outputs, donations or collectives: the graph `src` was when it held
+  // them.
+  void assign_prefix(const Graph& src, size_t n);
 
   const Type& type(Value v) const { return nodes_[v.node].results[v.index]; }
   const std::vector<Node>& nodes() const { return nodes_; }

@@ -90,6 +90,8 @@ py::dict metrics() {
   d["fused_outputs"] = m.fused_outputs.load();
   d["fused_cuts"] = py::dict(py::arg("sync") = m.cuts_sync.load(), py::arg("loop") = m.cuts_loop.load(),
                              py::arg("size") = m.cuts_size.load());
+  d["fused_replayed_ops"] = m.fused_replayed_ops.load();
+  d["fused_replay_misses"] = m.fused_replay_misses.load();
   d["compiled"] = py::dict(py::arg("programs") = m.captured_programs.load(),
                            py::arg("abandoned") = m.captures_abandoned.load(),
                            py::arg("runs") = m.program_runs.load());
@@ -279,6 +281,8 @@ PYBIND11_MODULE(_C, m) {
     torchtpu::eager::site_log().clear();
     torchtpu::aten::OpMemo::reset_counts();
   });
+  m.def("_set_fused_replay", &torchtpu::eager::set_fused_replay);
+  m.def("_fused_replay", &torchtpu::eager::fused_replay);
   m.def("_set_op_memo", &torchtpu::aten::OpMemo::set_enabled);
   m.def("_op_memo", &torchtpu::aten::OpMemo::enabled);
   m.def("_clear_cache", [] { Runtime::get().cache().clear(); });
