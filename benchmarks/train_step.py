@@ -5,6 +5,8 @@ one JSON line per result:
   blocks of steps) and ratios between modes;
 - compiles per step in steady state (Fused, after warm-up, over 100 steps with
   a cosine learning-rate schedule);
+- Fused Eager's replay: ops replayed per step, the device's time in a step,
+  and the host's cost per op ((step time - device time) / ops);
 - time to the first step with a cold and a warm disk cache (fresh processes);
 - resident memory at step 100 and step 1000 (Fused), and the peak.
 
@@ -125,6 +127,42 @@ def steady_compiles(name, steps):
     return (debug.metrics()["compilations"] - before) / steps
 
 
+def replay_host_cost(name, steps):
+    """Fused Eager's replayed step: its time, the device's part of it (the
+    programs' spans from launch to completion, from a trace of other steps),
+    and the host's cost per op, (step - device) / ops."""
+    torchtpu.set_eager_mode("fused")
+    job = Job(name, "tpu")
+    for _ in range(5):
+        job.step()
+    debug.reset_metrics()
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        job.step()
+        times.append((time.perf_counter() - t0) * 1e3)
+    m = debug.metrics()
+    ops, replayed = m["fused_ops"] / steps, m["fused_replayed_ops"] / steps
+    path = tempfile.mktemp(suffix=".json")
+    traced = 10
+    with debug.trace(path):
+        for _ in range(traced):
+            job.step()
+    with open(path) as f:
+        events = json.load(f)["traceEvents"]
+    os.unlink(path)
+    # The device is busy while any program runs: programs queued behind one
+    # another overlap from launch to completion, so their union counts.
+    busy, end = 0.0, float("-inf")
+    for b, d in sorted((e["ts"], e["dur"]) for e in events if e.get("cat") == "device"):
+        busy += max(0.0, b + d - max(b, end))
+        end = max(end, b + d)
+    device_ms = busy / 1e3 / traced
+    step_ms = statistics.median(times)
+    return dict(step_ms=step_ms, device_ms=device_ms, ops=ops, replayed=replayed,
+                host_us_per_op=(step_ms - device_ms) * 1e3 / ops)
+
+
 def rss_mb():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
@@ -197,6 +235,11 @@ def main():
         emit(name, "strict_vs_debug", "speedup", t["debug"] / t["strict"], "x", **extra)
         emit(name, "fused", "compiles_per_step", steady_compiles(name, 20 if args.quick else 100), "1/step",
              **extra)
+        if name != "cnn":
+            r = replay_host_cost(name, 20 if args.quick else 100)
+            emit(name, "fused", "replayed_ops_per_step", r["replayed"], "ops", ops_per_step=r["ops"], **extra)
+            emit(name, "fused", "device_time", r["device_ms"], "ms", step_ms=r["step_ms"], **extra)
+            emit(name, "fused", "host_per_op", r["host_us_per_op"], "us", goal=1.0, **extra)
         for mode in ("strict", "fused"):
             cold, warm = first_step(name, mode)
             emit(name, mode, "first_step_cold", cold["first_step_s"] * 1e3, "ms", compilations=cold["compilations"])

@@ -196,6 +196,33 @@ TEST(GraphKey, DonationAndOutputsMatter) {
   EXPECT_FALSE(ir::graph_key(a, {}) == ir::graph_key(c, {}));
 }
 
+TEST(Graph, AssignPrefixIsTheGraphAsItWasThen) {
+  // Built in two stages, the second adding a parameter: the prefix of the
+  // whole graph at the first stage's node count is the first stage.
+  Graph first;
+  ops::Builder b1(first);
+  Value x = first.parameter(Type{DType::kF32, {3}});
+  Value y = b1.unary("stablehlo.exponential", x);
+  Graph whole = first;
+  ops::Builder b2(whole);
+  Value z = whole.parameter(Type{DType::kF32, {3}});
+  whole.outputs = {b2.binary("stablehlo.add", y, z)};
+  whole.donations = {{1, 0}};
+  Graph prefix;
+  prefix.assign_prefix(whole, first.nodes().size());
+  EXPECT_EQ(prefix.num_parameters(), 1);
+  EXPECT_TRUE(prefix.outputs.empty() && prefix.donations.empty());
+  prefix.outputs = {y};
+  first.outputs = {y};
+  EXPECT_EQ(ir::graph_key(prefix, {}), ir::graph_key(first, {}));
+  // Appending again after the prefix gives the whole graph back.
+  ops::Builder b3(prefix);
+  Value z2 = prefix.parameter(Type{DType::kF32, {3}});
+  prefix.outputs = {b3.binary("stablehlo.add", y, z2)};
+  prefix.donations = {{1, 0}};
+  EXPECT_EQ(ir::graph_key(prefix, {}), ir::graph_key(whole, {}));
+}
+
 // Golden programs: printed by us, parsed and run by the plugin.
 class Golden : public ::testing::Test {
  protected:
