@@ -296,3 +296,62 @@ def test_dropout_draws_new_values_in_replayed_steps():
         assert torch.equal(a, b)
     assert not torch.equal(on[4], on[5])
     assert set(on[5].unique().tolist()) <= {0.0, 4.0}
+
+
+# Random op streams: elementwise, in-place (on views too), reductions,
+# matmul, copies; sync points; storages dying. Each stream runs with
+# variants that differ at the start, stop early or go on, so recorded graphs
+# are replayed, switched and given up at every place.
+FUZZ_OPS = [
+    lambda a, b: a + b, lambda a, b: a * b, lambda a, b: a.sin(), lambda a, b: torch.maximum(a, b),
+    lambda a, b: a.mul_(0.5), lambda a, b: b.add_(a.clone()), lambda a, b: a.t().contiguous().t(),
+    lambda a, b: a[1:].sum(0, keepdim=True).expand_as(a).clone(), lambda a, b: a.clone(),
+    lambda a, b: torch.where(a > b, a, b), lambda a, b: (a[0].add_(1.0), a)[1],
+    lambda a, b: torch.cat([a, b])[1:4].clone(), lambda a, b: a.unsqueeze(0).expand(2, 3, 3).sum(0),
+    lambda a, b: b.copy_(a.t().clone()), lambda a, b: (a @ b).tanh(), lambda a, b: a.softmax(-1),
+]
+
+
+def fuzz_program(seed, n=12):
+    import random
+    rng = random.Random(seed)
+    return [(rng.randrange(len(FUZZ_OPS)), rng.randrange(4), rng.randrange(4), rng.random() < 0.15,
+             rng.random() < 0.1) for _ in range(n)]
+
+
+def fuzz_run(prog, device, values):
+    env = [v.clone().to(device) for v in values]
+    outs = []
+    for op, i, j, sync, drop in prog:
+        r = FUZZ_OPS[op](env[i], env[j])
+        env[(i + j) % 4] = r
+        if sync:
+            outs.append(r.cpu().clone())
+        if drop:
+            env[j] = env[i]  # the storage env[j] held may die
+    return outs + [e.cpu().clone() for e in env]
+
+
+def fuzz_all(trials):
+    out = []
+    for trial in range(trials):
+        base = fuzz_program(trial)
+        variants = [base, base, base, fuzz_program(trial + 1000)[:6] + base[6:], base, base[:8], base,
+                    base + base[:3], base]
+        values = [rand(3, 3, seed=trial * 10 + k) for k in range(4)]
+        out.append([(fuzz_run(v, "tpu", values), fuzz_run(v, "cpu", values)) for v in variants])
+    return out
+
+
+def test_random_op_streams_replay_as_built():
+    debug.reset_metrics()
+    on = fuzz_all(20)
+    m = debug.metrics()
+    assert m["fused_replayed_ops"] > m["fused_ops"] // 2 and m["fused_replay_misses"] > 20
+    _C._set_fused_replay(False)
+    off = fuzz_all(20)
+    for trial_on, trial_off in zip(on, off):
+        for (got, cpu), (built, _) in zip(trial_on, trial_off):
+            for g, c, b in zip(got, cpu, built):
+                assert torch.equal(g, b)
+                torch.testing.assert_close(g, c, rtol=1e-4, atol=1e-5, equal_nan=True)
