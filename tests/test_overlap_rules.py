@@ -148,3 +148,125 @@ def test_fill_converts_its_number_as_the_cpu(dtype, value):
             assert "without overflow" in str(e)
             continue
         on_both(fn)
+
+
+def _through(view, op):
+    """Applies `op` to `view(base)` and returns the base."""
+    def run(dev):
+        base = torch.arange(-3., 5., device=dev)
+        op(view(base), dev)
+        return base
+    return run
+
+
+VIEWS = {
+    "unfold": lambda x: x.unfold(0, 3, 1),                # [6, 3], strides [1, 1]
+    "as_strided": lambda x: x.as_strided((3, 3), (1, 1)),
+    "interleaved": lambda x: x.as_strided((2, 3), (2, 1), 1),
+    "unfold_t": lambda x: x.unfold(0, 2, 2).t(),           # no overlap: the device's own path
+}
+INPLACE = {
+    "add_number": lambda v, d: v.add_(1),
+    "mul_number": lambda v, d: v.mul_(2),
+    "add_tensor": lambda v, d: v.add_(torch.arange(v.numel(), dtype=v.dtype, device=d).view(v.shape)),
+    "sub_itself": lambda v, d: v.sub_(v, alpha=0.5),
+    "addcmul_": lambda v, d: v.addcmul_(torch.full(v.shape, 2., device=d), torch.full(v.shape, 3., device=d)),
+    "clamp_": lambda v, d: v.clamp_(max=1),
+    "index_put_": lambda v, d: v.index_put_((torch.tensor([0, 1], device=d),), torch.tensor(5., device=d)),
+    "masked_fill_": lambda v, d: v.masked_fill_(torch.ones(v.shape, dtype=torch.bool, device=d), 7),
+    "neg_": lambda v, d: v.neg_(),
+}
+
+
+@pytest.mark.parametrize("view", list(VIEWS))
+@pytest.mark.parametrize("op", list(INPLACE))
+def test_inplace_ops_through_views_that_overlap_themselves_give_the_cpus_values(view, op):
+    """PyTorch's CPU applies an in-place op once per element of a view whose
+    elements share memory (a location referred to twice is updated twice);
+    the device gives the same values."""
+    on_both(_through(VIEWS[view], INPLACE[op]))
+
+
+def test_a_write_through_an_overlapping_view_keeps_autograd_and_later_ops():
+    def run(dev):
+        w = torch.arange(6., device=dev, requires_grad=True)
+        x = w * 1
+        x.unfold(0, 2, 1).mul_(2)
+        (x * x).sum().backward()
+        return torch.cat([x.detach(), w.grad])
+    on_both(run)
+
+
+@pytest.mark.parametrize("case", ["add_", "mul_", "addcmul_", "lerp_"])
+def test_inplace_ops_whose_input_partly_overlaps_self_raise(case):
+    fns = {
+        "add_": lambda x: x[1:].add_(x[:-1]),
+        "mul_": lambda x: x[:4].mul_(x[2:6]),
+        "addcmul_": lambda x: x[2:].addcmul_(x[:-2], torch.ones(6, device=x.device)),
+        "lerp_": lambda x: x[1:].lerp_(x[:-1], 0.5),
+    }
+    raises_on_both(lambda d: fns[case](torch.arange(8., device=d)), RuntimeError, OVERLAP)
+
+
+def test_inplace_ops_on_the_same_elements_or_apart_are_allowed():
+    def run(dev):
+        x = torch.arange(8., device=dev)
+        x[:4].add_(x[:4])
+        x[:4].mul_(x[4:])
+        x[::2].lerp_(x[1::2], 0.25)
+        return x
+    on_both(run)
+
+
+def test_an_input_that_is_part_of_self_raises():
+    raises_on_both(lambda d: (lambda x: x.add_(x[0]))(torch.arange(8., device=d)), RuntimeError, OVERLAP)
+
+
+NO_OVERLAP = {  # PyTorch's CPU refuses any overlap between self and an input (assert_no_overlap)
+    "index_add_": lambda x, d: x[1:5].index_add_(0, torch.tensor([0, 1], device=d), x[0:2]),
+    "index_add_full": lambda x, d: x[0:2].index_add_(0, torch.tensor([0, 1], device=d), x[0:2]),
+    "index_copy_": lambda x, d: x[1:5].index_copy_(0, torch.tensor([0, 1], device=d), x[0:2]),
+    "index_reduce_": lambda x, d: x[1:5].index_reduce_(0, torch.tensor([0, 1], device=d), x[0:2], "prod"),
+    "put_": lambda x, d: x[1:5].put_(torch.tensor([0, 1], device=d), x[0:2]),
+    "index_put_": lambda x, d: x[1:5].index_put_((torch.tensor([0, 1], device=d),), x[0:2]),
+}
+
+
+@pytest.mark.parametrize("op", list(NO_OVERLAP))
+def test_index_writes_refuse_an_overlapping_source(op):
+    raises_on_both(lambda d: NO_OVERLAP[op](torch.arange(8., device=d), d), RuntimeError, OVERLAP)
+
+
+READ_WHILE_WRITING = {  # the CPU computes these, reading what it has written
+    "masked_scatter_": lambda x, d: x[1:5].masked_scatter_(torch.tensor([False, True, True, True], device=d), x[0:4]),
+    "masked_scatter_same": lambda x, d: x[1:5].masked_scatter_(torch.tensor([False, True, True, True], device=d),
+                                                               x[1:5]),
+    "addmv_": lambda x, d: x.view(4, 4)[0, 1:].addmv_(x.view(4, 4)[1:, 1:], x.view(4, 4)[0, :3]),
+    "addmm_": lambda x, d: x[:4].view(2, 2).addmm_(x[2:6].view(2, 2), torch.ones(2, 2, device=d)),
+    "baddbmm_": lambda x, d: x.view(4, 4)[None, :2, :2].baddbmm_(x.view(4, 4)[None, 1:3, :2],
+                                                                 x.view(4, 4)[None, :2, :2]),
+    "addbmm_": lambda x, d: x.view(4, 4)[:2, :2].addbmm_(x.view(1, 4, 4)[:, :2, :2], x.view(1, 4, 4)[:, :2, 1:3]),
+    "add_not_dense": lambda x, d: x.view(4, 4)[:, 1:3].add_(x.view(4, 4)[:, 0:2]),
+    "lerp_not_dense": lambda x, d: x.view(4, 4)[:, 1:3].lerp_(x.view(4, 4)[:, 0:2], 0.5),
+}
+
+
+@pytest.mark.parametrize("op", list(READ_WHILE_WRITING))
+def test_ops_reading_memory_they_write_give_the_cpus_values(op):
+    def run(dev):
+        x = torch.arange(16., device=dev)
+        READ_WHILE_WRITING[op](x, dev)
+        return x
+    on_both(run)
+
+
+def test_interleaved_views_share_a_span_not_elements_and_stay_on_the_device():
+    def run(dev):
+        x = torch.arange(2 * 3 * 8., device=dev).view(2, 3, 8)
+        x[..., ::2].add_(x[..., 1::2])           # even and odd places: apart
+        x[:, 1::2].mul_(x[:, ::2][:, :1])        # rows 1 and 0 of each block
+        x.view(-1)[::3].sub_(x.view(-1)[1::3])
+        return x
+    torchtpu.debug.reset_metrics()
+    on_both(run)
+    assert torchtpu.debug.metrics()["cpu_fallbacks"] == {}

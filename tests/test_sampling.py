@@ -3,7 +3,8 @@ every mode: grid_sample in 2-D and 3-D for every interpolation and padding
 mode and align_corners, with the input and grid gradients; non-finite grid
 coordinates resolved as each CPU kernel resolves them; antialiased bilinear
 and bicubic interpolation (down- and upsampling, explicit scales, a NaN
-outside a window), forward and backward; no CPU fallback in float32."""
+outside a window), forward and backward; 16-bit grid sampling; no CPU
+fallback."""
 import itertools
 
 import pytest
@@ -105,15 +106,37 @@ def test_grid_sample_errors():
                               False)
 
 
-def test_grid_sample_bfloat16_runs_on_the_cpu():
-    # The CPU rounds each step of a 16-bit sampling (coordinates included):
-    # those run on the CPU fallback, and say so.
-    x = torch.randn(1, 2, 4, 4, generator=GEN).bfloat16()
-    grid = (torch.rand(1, 3, 3, 2, generator=GEN) * 2 - 1).bfloat16()
-    torch.testing.assert_close(F.grid_sample(x.to("tpu"), grid.to("tpu"), align_corners=False).cpu(),
-                               F.grid_sample(x, grid, align_corners=False))
-    assert torchtpu.debug.metrics()["cpu_fallbacks"] == {"aten::grid_sampler_2d": 1}
-    torchtpu.debug.reset_metrics()
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("dims", [2, 3])
+def test_grid_sample_16_bit_is_the_float32_result_rounded_once(dtype, mode, padding, dims):
+    """16-bit grid sampling runs on the device in float32 and rounds once,
+    compared with the CPU's float32 result rounded to the dtype. (The CPU's
+    own 16-bit kernels round every step, the sampling coordinates too, which
+    moves taps; past 2^15 elements a plane the 2-D kernel's 16-bit gather
+    offsets wrap and it reads outside its input.)"""
+    if dims == 3 and mode == "bicubic":
+        return
+    shape = (2, 3, 5, 6) if dims == 2 else (2, 2, 3, 4, 5)
+    grid_shape = (2, 4, 7, 2) if dims == 2 else (2, 3, 4, 5, 3)
+    x = torch.randn(shape, generator=GEN).to(dtype)
+    grid = (torch.rand(grid_shape, generator=GEN) * 2.4 - 1.2).to(dtype)
+    g = torch.randn(shape[:2] + grid_shape[1:-1], generator=GEN).to(dtype)
+    fn = lambda a, b: F.grid_sample(a, b, mode=mode, padding_mode=padding, align_corners=False)
+    xc, gc = x.float().requires_grad_(), grid.float().requires_grad_()
+    want = fn(xc, gc)
+    want.backward(g.float())
+    xd, gd = x.to("tpu").requires_grad_(), grid.to("tpu").requires_grad_()
+    got = fn(xd, gd)
+    got.backward(g.to("tpu"))
+    assert got.dtype == dtype and xd.grad.dtype == dtype and gd.grad.dtype == dtype
+    # float32 sums in another order may round to the neighbouring 16-bit value
+    tol = dict(rtol=2 ** -7 if dtype == torch.bfloat16 else 2 ** -10, atol=1e-5)
+    torch.testing.assert_close(got.cpu(), want.to(dtype), **tol)
+    torch.testing.assert_close(xd.grad.cpu(), xc.grad.to(dtype), **tol)
+    torch.testing.assert_close(gd.grad.cpu().float(), gc.grad.to(dtype).float(), rtol=tol["rtol"],
+                               atol=2 ** -8 * gc.grad.abs().max().item())
 
 
 @pytest.mark.parametrize("mode", ["bilinear", "bicubic"])

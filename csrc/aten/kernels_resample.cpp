@@ -279,39 +279,23 @@ std::tuple<at::Tensor, at::Tensor> grid_sampler_backward_impl(const char* op, co
   return {gi, gg};
 }
 
-// The CPU kernels round every step of 16-bit inputs to their dtype (the
-// coordinates too, which moves taps); those run on the CPU fallback.
-bool grid_on_cpu(const at::Tensor& input) { return at::isReducedFloatingType(input.scalar_type()); }
-
 at::Tensor grid_sampler_2d(const at::Tensor& input, const at::Tensor& grid, int64_t interp, int64_t padding,
                            bool align_corners) {
-  if (grid_on_cpu(input))
-    return at::native::call_fallback_fn<&cpu_fallback, at::_ops::grid_sampler_2d>::call(input, grid, interp, padding,
-                                                                                       align_corners);
   return grid_sampler_impl("aten::grid_sampler_2d", input, grid, interp, padding, align_corners, 4);
 }
 at::Tensor grid_sampler_3d(const at::Tensor& input, const at::Tensor& grid, int64_t interp, int64_t padding,
                            bool align_corners) {
-  if (grid_on_cpu(input))
-    return at::native::call_fallback_fn<&cpu_fallback, at::_ops::grid_sampler_3d>::call(input, grid, interp, padding,
-                                                                                       align_corners);
   return grid_sampler_impl("aten::grid_sampler_3d", input, grid, interp, padding, align_corners, 5);
 }
 std::tuple<at::Tensor, at::Tensor> grid_sampler_2d_backward(const at::Tensor& grad, const at::Tensor& input,
                                                             const at::Tensor& grid, int64_t interp, int64_t padding,
                                                             bool align_corners, std::array<bool, 2> mask) {
-  if (grid_on_cpu(input))
-    return at::native::call_fallback_fn<&cpu_fallback, at::_ops::grid_sampler_2d_backward>::call(
-        grad, input, grid, interp, padding, align_corners, mask);
   return grid_sampler_backward_impl("aten::grid_sampler_2d_backward", grad, input, grid, interp, padding,
                                     align_corners, mask, 4);
 }
 std::tuple<at::Tensor, at::Tensor> grid_sampler_3d_backward(const at::Tensor& grad, const at::Tensor& input,
                                                             const at::Tensor& grid, int64_t interp, int64_t padding,
                                                             bool align_corners, std::array<bool, 2> mask) {
-  if (grid_on_cpu(input))
-    return at::native::call_fallback_fn<&cpu_fallback, at::_ops::grid_sampler_3d_backward>::call(
-        grad, input, grid, interp, padding, align_corners, mask);
   return grid_sampler_backward_impl("aten::grid_sampler_3d_backward", grad, input, grid, interp, padding,
                                     align_corners, mask, 5);
 }

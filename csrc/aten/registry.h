@@ -75,6 +75,37 @@ class DeviceCheck {
 // but may not partly overlap (raises the CPU's error).
 void check_no_partial_overlap(const at::Tensor& written, const at::Tensor& input);
 
+// Whether distinct elements of `t` share memory with no stride 0 (an unfold
+// or as_strided view). PyTorch's CPU applies an in-place op to such a tensor
+// once per element, in order, so a location referred to twice is updated
+// twice; a device program writes each location once. (Stride 0 is PyTorch's
+// assert_no_internal_overlap, which raises.)
+bool overlaps_itself(const at::Tensor& t);
+// Runs the in-place op `name` ("aten::add_.Tensor") on the CPU over a copy of
+// the memory its first argument covers (and the arguments of its dtype that
+// meet it) and writes that memory back: the CPU's values where the op reads
+// memory it writes. Counted and warned as a fallback.
+void write_on_host(const char* name, torch::jit::Stack* stack);
+// How PyTorch's CPU treats an in-place op (registered with impl) whose
+// written tensor meets memory another of its arguments reads, or overlaps
+// itself. kWhole: neither matters (set_, resize_, fill_, zero_, the random
+// fills); kElementwise: each element reads only its own place and numbers
+// read first, so the device's values are the CPU's, and only a self-overlap
+// goes to the host; kNoOverlap: the CPU refuses any overlap with an input
+// (assert_no_overlap: index_add_, index_copy_, index_reduce_, put_,
+// index_put_); kSequential: the CPU reads while it writes (addmv_,
+// baddbmm_, addmm_, masked_scatter_, ...), so any overlap goes to the host;
+// kIterator: TensorIterator's rules (a dense input partly overlapping the
+// written tensor raises; other overlaps go to the host). `otherwise` is the
+// rule of an op the table does not name.
+enum class InplaceRule { kWhole, kElementwise, kNoOverlap, kSequential, kIterator };
+InplaceRule inplace_rule(const char* name, InplaceRule otherwise);
+// Whether `t` reads memory that `written`'s elements span (or is it).
+bool meets(const at::Tensor& written, const at::Tensor& t);
+// Whether the two are views of the same elements (offset, sizes, strides, dtype).
+bool same_elements(const at::Tensor& a, const at::Tensor& b);
+[[noreturn]] void overlap_refused();
+
 // TORCHTPU_CHECK_NAN: each floating or complex output of an op (a tpu
 // tensor, outside a compiled function's capture) is checked for NaN and Inf
 // as the op returns, raising an error that names the op, the output and the
@@ -235,12 +266,66 @@ inline void check(eager::OpCounter* c, Devices devices, const A&... a) {
 // The kernel as registered: F behind the counter and the device check.
 template <class F, class Sig = typename F::FuncType>
 struct Wrap;
+template <class... A>
+struct FirstArg {
+  using type = void;
+};
+template <class T, class... A>
+struct FirstArg<T, A...> {
+  using type = T;
+};
+template <class T, class... A>
+T& first_arg(T& t, A&...) {
+  return t;
+}
+// Whether any tensor among the arguments after the first meets `written`.
+struct MeetScan {
+  const at::Tensor& written;
+  bool same_ok = false;  // a tensor of exactly the written elements does not count
+  bool met = false;
+  void see(const at::Tensor& t) {
+    met = met || (meets(written, t) && !(same_ok && same_elements(written, t)));
+  }
+  void see(const std::optional<at::Tensor>& t) {
+    if (t) see(*t);
+  }
+  void see(at::TensorList ts) {
+    for (const at::Tensor& t : ts) see(t);
+  }
+  void see(const c10::List<std::optional<at::Tensor>>& ts) {
+    for (const std::optional<at::Tensor>& t : ts) see(t);
+  }
+  template <class T>
+  void see(const T&) {}
+};
+template <class T, class... Rest>
+bool rest_meets(const T& first, const Rest&... rest) {
+  MeetScan scan{first};
+  (scan.see(rest), ...);
+  return scan.met;
+}
 template <class F, class R, class... A>
 struct Wrap<F, R(A...)> {
+  // An in-place op: its first argument is written and returned.
+  static constexpr bool kInplace =
+      std::is_same_v<R, at::Tensor&> && std::is_same_v<typename FirstArg<A...>::type, at::Tensor&>;
   static torch::CppFunction make(eager::OpCounter* c, Devices devices) {
-    return torch::CppFunction([c, devices](A... a) -> R {
+    const InplaceRule rule = kInplace ? inplace_rule(c->name(), InplaceRule::kSequential) : InplaceRule::kWhole;
+    return torch::CppFunction([c, devices, rule](A... a) -> R {
       eager::Trace::Span span(c->name(), "op");  // the op on a timeline (eager/trace.h)
       check(c, devices, a...);
+      if constexpr (kInplace) {
+        if (rule != InplaceRule::kWhole) {
+          const bool met = rule != InplaceRule::kElementwise && rest_meets(a...);
+          if (met && rule == InplaceRule::kNoOverlap) overlap_refused();
+          if (met || overlaps_itself(first_arg(a...))) {
+            torch::jit::Stack stack;
+            torch::jit::push(stack, a...);
+            write_on_host(c->name(), &stack);
+            return first_arg(a...);
+          }
+        }
+      }
       return checked<R>(c, [&]() -> R {
         auto call = [&]() -> R { return (*F::func_ptr())(std::forward<A>(a)...); };
         if (devices == Devices::kAny) return call();  // copies between devices
@@ -310,15 +395,33 @@ struct Functional<F, List<B...>> {
 
 // The in-place form of an out= kernel F: F with out = self. An out= tensor
 // that is also an input is never resized (Kernel::into_resized), so shape
-// and dtype rules are those of PyTorch's in-place ops.
+// and dtype rules are those of PyTorch's in-place ops, and so are its
+// overlap rules: no input may partly overlap self, and a self whose elements
+// share memory is written on the host (write_on_host).
 template <class F, class Params>
 struct Inplace;
 template <class F, class... B>
 struct Inplace<F, List<B...>> {
   static torch::CppFunction make(eager::OpCounter* c) {
-    return torch::CppFunction([c](at::Tensor& self, B... b) -> at::Tensor& {
+    const InplaceRule rule = inplace_rule(c->name(), InplaceRule::kIterator);
+    return torch::CppFunction([c, rule](at::Tensor& self, B... b) -> at::Tensor& {
       eager::Trace::Span span(c->name(), "op");  // the op on a timeline (eager/trace.h)
       check(c, Devices::kSame, self, b...);
+      // kIterator: a dense input partly overlapping self raises; other
+      // overlaps (not dense), which PyTorch's CPU kernels compute reading as
+      // they write, go to the host. kSequential: any overlap does.
+      MeetScan met{self, /*same_ok=*/rule == InplaceRule::kIterator};
+      if (rule == InplaceRule::kIterator) {
+        const OverlapCheck oc{self};
+        (oc.see(b), ...);
+      }
+      (met.see(b), ...);
+      if (met.met || overlaps_itself(self)) {
+        torch::jit::Stack stack;
+        torch::jit::push(stack, self, b...);
+        write_on_host(c->name(), &stack);
+        return self;
+      }
       memoized<void>(c, [&] { (*F::func_ptr())(self, std::forward<B>(b)..., self); }, self, b...);
       if (nan_check.load(std::memory_order_relaxed)) check_finite(c->name(), self, 0);
       return self;

@@ -310,8 +310,8 @@ def compare(actual, expected, key, variant, metadata_only=False, tie_check=None)
             if metadata_only:
                 continue
             atol, rtol = opinfo_table.tolerance(key, variant, e.dtype)
-            if variant == "reference" and e.dtype in (torch.float32, torch.float64):
-                # as PyTorch's test_compare_cpu, which draws these inputs
+            if variant == "reference" and e.is_floating_point():
+                # as PyTorch's test_compare_cpu, which draws these inputs (atol = rtol = 1e-3 in every dtype)
                 atol, rtol = max(atol or 0, 1e-3), max(rtol or 0, 1e-3)
             if variant == "nonfinite" and key in opinfo_table.NONFINITE_DEVICE_NAN_OK and e.is_floating_point():
                 e = torch.where(a.detach().cpu().isnan(), float("nan"), e)
