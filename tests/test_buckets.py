@@ -237,3 +237,25 @@ def test_linalg_results_of_varying_shapes_match_the_cpu(mode):
             same(lambda a, r: torch.linalg.solve_triangular(a, r, upper=True), tri(n), torch.randn(n, 4, k, generator=gen))
         lu, piv = torch.linalg.lu_factor(spd())
         same(lambda lu, piv, b: torch.linalg.lu_solve(lu, piv, b), lu, piv, torch.randn(2, 4, 3, generator=gen))
+
+
+@pytest.mark.parametrize("mode", ["fused", "strict"])
+def test_writes_through_strided_views_of_varying_matrices_match_the_cpu(mode):
+    # A diagonal of an [n, n] matrix is the flat storage at i*(n + 1); with the
+    # storage laid out [n, n] and padded, those indices name other places
+    # (diagflat, diag_embed and corrcoef's backward once wrote the wrong ones).
+    gen = torch.Generator().manual_seed(0)
+    with torchtpu.eager_mode(mode):
+        for n in (2, 4, 3, 5, 7, 16, 17, 9):
+            x = torch.randn(n, generator=gen)
+            m = torch.randn(n, n, generator=gen)
+
+            def run(dev):
+                r = torch.zeros(n, n, device=dev)
+                r.diagonal().copy_(x.to(dev))
+                s = m.to(dev).clone()
+                s.diagonal(1).add_(1)
+                s[:, ::2] = 3
+                return torch.cat([r.flatten(), s.flatten(), torch.diagflat(x.to(dev)).flatten(),
+                                  torch.diag_embed(m.to(dev)).flatten()])
+            torch.testing.assert_close(run("tpu").cpu(), run("cpu"), rtol=0, atol=0)

@@ -430,6 +430,15 @@ void Rewriter::node(int32_t i, size_t& pos, size_t& apos) {
     const Layout& il = in(n.operands[1]).layout;
     const Layout& ul = in(n.operands[2]).layout;
     if (ivd < static_cast<int64_t>(il.size()) && padded(il[ivd])) refuse(n, "padded index vectors");
+    // An index names a position in the exact layout of its operand dim; the
+    // padded layout keeps those positions only where no factor but the
+    // outermost is padded (a flat n*n storage laid out [n, n] moves
+    // i*(n + 1), a diagonal, to another place).
+    for (int64_t d : raw_list(dn, "scatter_dims_to_operand_dims")) {
+      const std::vector<Factor> f = canonical(ol.at(d));
+      for (size_t i = 1; i < f.size(); ++i)
+        if (f[i].size.varies()) refuse(n, "indices into a dim whose inner factors are padded");
+    }
     std::vector<int64_t> scatter_dims;
     size_t k = 0;
     for (int64_t d = 0; d < static_cast<int64_t>(ul.size()); ++d) {
