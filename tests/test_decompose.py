@@ -254,3 +254,15 @@ def test_matrix_exp():
     torch.linalg.matrix_exp(xd).sum().backward()
     close(xd.grad, x.grad, 1e-4)
     no_fallbacks()
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_matrix_exp_16_bit_is_the_float32_result_rounded_once(dtype):
+    # (PyTorch's CPU kernel in 16 bits overflows: inf and NaN for a 3x3 of norm 1.)
+    for a in (rand(3, 3), rand(2, 4, 4) * 2, torch.zeros(1, 2, 2)):
+        a = a.to(dtype)
+        got = torch.linalg.matrix_exp(a.to("tpu"))
+        assert got.dtype == dtype
+        want = torch.linalg.matrix_exp(a.float()).to(dtype)
+        torch.testing.assert_close(got.cpu(), want, rtol=2 ** -7, atol=1e-5)
+    no_fallbacks()

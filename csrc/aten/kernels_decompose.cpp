@@ -410,9 +410,11 @@ at::Tensor linalg_matrix_exp(const at::Tensor& A) {
   TORCH_CHECK(A.dim() >= 2, "linalg.matrix_exp: The input tensor A must have at least 2 dimensions.");
   TORCH_CHECK(A.size(-1) == A.size(-2), "linalg.matrix_exp: A must be batches of square matrices, but they are ",
               A.size(-2), " by ", A.size(-1), " matrices");
-  TORCH_CHECK_NOT_IMPLEMENTED(A.scalar_type() == at::kFloat || A.scalar_type() == at::kDouble,
-                              "linalg.matrix_exp: only float32 and float64 are supported on tpu, got ",
-                              A.scalar_type());
+  // 16-bit inputs are computed in float32 and rounded once (the CPU's own
+  // 16-bit kernel overflows: inf and NaN for a 3x3 of norm 1).
+  const bool narrow = at::isReducedFloatingType(A.scalar_type());
+  TORCH_CHECK_NOT_IMPLEMENTED(narrow || A.scalar_type() == at::kFloat || A.scalar_type() == at::kDouble,
+                              "linalg.matrix_exp: only floating types are supported on tpu, got ", A.scalar_type());
   const int64_t n = A.size(-1), B = batch_count(A);
   Kernel k("aten::linalg_matrix_exp", A);
   Builder& b = k.b();
@@ -420,7 +422,8 @@ at::Tensor linalg_matrix_exp(const at::Tensor& A) {
   if (A.numel() == 0) {
     r = eye_like(k, A.sizes().vec(), A.scalar_type(), true, nullptr);
   } else {
-    r = emit(k, ops::matrix_exp(b, b.reshape(k.in(A), {B, n, n})), A.sizes().vec(), A.scalar_type(), nullptr);
+    const Value a = narrow ? k.in(A, at::kFloat) : k.in(A);
+    r = emit(k, ops::matrix_exp(b, b.reshape(a, {B, n, n})), A.sizes().vec(), A.scalar_type(), nullptr);
   }
   k.run();
   return r;
