@@ -97,6 +97,7 @@ def child(system, steps, max_len, seed=0, rss_steps=0):
         import torchtpu
         m = torchtpu.debug.metrics()
         out["compilations"] = m["compilations"]
+        out["compile_s"] = round(m["compile_seconds"], 2)
         out["by_cause"] = m["compilations_by_cause"]
         out["buckets"] = {k: v for k, v in m["buckets"].items()}
     print("RESULT " + json.dumps(out), flush=True)
@@ -145,7 +146,7 @@ def main():
         if "rss_mb" in res:
             row["rss_mb"] = res["rss_mb"]  # before the extra steps, halfway, after
             row["rss_growth"] = round(res["rss_mb"][-1] / res["rss_mb"][0] - 1, 4)
-        for k in ("compilations", "by_cause", "buckets"):
+        for k in ("compilations", "compile_s", "by_cause", "buckets"):
             if k in res:
                 row[k] = res[k]
         print(json.dumps(row), flush=True)

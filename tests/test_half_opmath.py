@@ -99,3 +99,19 @@ def test_nll_loss_sums_in_float32(each_mode, dtype, reduction):
     got = F.nll_loss(x.to("tpu"), t.to("tpu"), weight=w.to("tpu"), reduction=reduction)
     assert got.dtype == dtype
     _same(expected, got)
+
+
+@pytest.mark.parametrize("dtype", LOW)
+@pytest.mark.parametrize("out_dtype", [torch.float32, torch.float64])
+def test_out_of_a_wider_dtype_gets_the_result_rounded_first(each_mode, dtype, out_dtype):
+    # The CPU computes in the inputs' dtype (its float32 opmath, rounded to
+    # it) and then casts to out=: a float64 out holds the 16-bit result.
+    torch.manual_seed(0)
+    x = (torch.randn(1024) * 30).to(dtype).abs()
+    ops = [torch.sqrt, torch.exp, torch.sin, lambda a, out: torch.pow(a, 1.5, out=out),
+           lambda a, out: torch.pow(a, 3, out=out), lambda a, out: torch.mul(a, 2.5, out=out)]
+    for fn in ops:
+        want = fn(x, out=torch.empty(1024, dtype=out_dtype))
+        got = torch.empty(1024, dtype=out_dtype, device="tpu")
+        fn(x.to("tpu"), out=got)
+        _same(want, got)

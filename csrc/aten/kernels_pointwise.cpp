@@ -193,18 +193,35 @@ void check_int_pow(const at::Tensor& a, const at::Scalar& e) {
   TORCH_CHECK(!(at::isIntegralType(a.scalar_type(), true) && e.isIntegral(true) && e.toLong() < 0),
               "Integers to negative integer powers are not allowed.");
 }
+// The exponents PyTorch's CPU kernel computes without pow (PowKernel.cpp), in
+// float32, float64 and bfloat16 (float16 uses pow): 0.5, -0.5 and -1 as sqrt,
+// rsqrt and reciprocal; 2, 3 and -2 as products, each rounded to the dtype.
+bool pow_special(const at::Tensor& a, const at::Scalar& e, at::Tensor& out) {
+  if (e.isComplex()) return false;
+  const at::ScalarType ct = compute_type(Kind::kArith, at::result_type(a, wrap(e)));
+  if (ct != at::kFloat && ct != at::kDouble && ct != at::kBFloat16) return false;
+  const double x = e.toDouble();
+  const char* op = "aten::pow.Tensor_Scalar_out";
+  if (x == 0.5 || x == -0.5 || x == -1.0) {
+    unary(op, Kind::kFloat, x == 0.5 ? l_sqrt : x == -0.5 ? l_rsqrt : l_reciprocal, a, Dest::kOut, &out);
+    return true;
+  }
+  if (x != 2.0 && x != 3.0 && x != -2.0) return false;
+  Kernel k(op, a);
+  k.elementwise({&a});
+  Builder& b = k.b();
+  const at::ScalarType mt = opmath(ct);
+  Value v = k.in(a, mt);
+  Value sq = b.mul(v, v);
+  if (mt != ct) sq = b.convert(b.convert(sq, to_ir(ct)), to_ir(mt));
+  Value r = x == 2.0 ? sq : x == 3.0 ? b.mul(sq, v) : b.div(b.full_like(sq, 1.0), sq);
+  finish(k, r, ct, Dest::kOut, &out);
+  return true;
+}
 at::Tensor& pow_ts_out(const at::Tensor& a, const at::Scalar& e, at::Tensor& out) {
   check_int_pow(a, e);
-  at::Tensor w = wrap(e);
-  if (e.isFloatingPoint() && e.toDouble() == 2.0) {
-    at::ScalarType ct = compute_type(Kind::kArith, at::result_type(a, w));
-    Kernel k("aten::pow.Tensor_Scalar_out", a);
-    k.elementwise({&a});
-    Value x = k.in(a, ct);
-    finish(k, k.b().mul(x, x), ct, Dest::kOut, &out);
-    return out;
-  }
-  binary("aten::pow.Tensor_Scalar_out", Kind::kArith, pow_lower, a, w, Dest::kOut, &out);
+  if (pow_special(a, e, out)) return out;
+  binary("aten::pow.Tensor_Scalar_out", Kind::kArith, pow_lower, a, wrap(e), Dest::kOut, &out);
   return out;
 }
 at::Tensor& pow_tt_out(const at::Tensor& a, const at::Tensor& e, at::Tensor& out) {

@@ -35,6 +35,9 @@ inline at::Tensor finish(Kernel& k, Value r, at::ScalarType rt, Dest dest, const
     const at::Tensor& t = *target;
     TORCH_CHECK(at::canCast(rt, t.scalar_type()), "result type ", rt, " can't be cast to the desired output type ",
                 t.scalar_type());
+    // Computed in a wider type (16-bit floats in float32): rounded to the
+    // result type first, then cast to the output's, as TensorIterator does.
+    if (t.scalar_type() != rt && k.b().dtype(r) != to_ir(rt)) r = k.b().convert(r, to_ir(rt));
     if (dest == Dest::kInplace) {
       TORCH_CHECK(k.b().dims(r).size() <= static_cast<size_t>(t.dim()) || t.numel() == 0,
                   "output with shape ", t.sizes(), " doesn't match the broadcast shape ", k.b().dims(r));
