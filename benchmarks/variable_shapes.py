@@ -14,7 +14,12 @@ system, how far its losses are from the same system's without buckets.
 With --rss-steps N, each system then runs N more steps of random lengths and
 reports its resident memory before and after them (warm: every bucket seen).
 
+With --repeat N, the systems run N times in turn and each reports its run of
+median wall time (and every run's time), which steadies the ratios on a
+loaded machine.
+
   python benchmarks/variable_shapes.py [--steps 300] [--max-len 256] [--systems cpu,fused,...] [--rss-steps 1000]
+                                       [--repeat 3]
 """
 import argparse
 import json
@@ -109,29 +114,45 @@ def main():
     ap.add_argument("--max-len", type=int, default=256)
     ap.add_argument("--systems", default=",".join(SYSTEMS))
     ap.add_argument("--rss-steps", type=int, default=0)
+    ap.add_argument("--repeat", type=int, default=1, help="runs per system, in rounds; the median is reported")
     ap.add_argument("--child")
     a = ap.parse_args()
     if a.child:
         child(a.child, a.steps, a.max_len, rss_steps=a.rss_steps)
         return
+    systems = a.systems.split(",")
+    runs = {system: [] for system in systems}
+    errors = {}
+    for _ in range(a.repeat):  # rounds: a drift in the machine's speed touches every system alike
+        for system in systems:
+            if system in errors:
+                continue
+            with tempfile.TemporaryDirectory() as cache:
+                env = dict(os.environ, TORCHTPU_CACHE_DIR=cache, OMP_NUM_THREADS="1",
+                           TORCHTPU_BUCKETS="off" if system.endswith("-nobuckets")
+                           else os.environ.get("TORCHTPU_BUCKETS", "pow2"))
+                r = subprocess.run([sys.executable, __file__, "--child", system, "--steps", str(a.steps),
+                                    "--max-len", str(a.max_len), "--rss-steps", str(a.rss_steps)],
+                                   capture_output=True, text=True, env=env)
+            line = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")]
+            if r.returncode != 0 or not line:
+                errors[system] = r.stderr[-2000:]
+                continue
+            runs[system].append(json.loads(line[0][7:]))
     results = {}
-    for system in a.systems.split(","):
-        with tempfile.TemporaryDirectory() as cache:
-            env = dict(os.environ, TORCHTPU_CACHE_DIR=cache, OMP_NUM_THREADS="1",
-                       TORCHTPU_BUCKETS="off" if system.endswith("-nobuckets") else os.environ.get("TORCHTPU_BUCKETS", "pow2"))
-            r = subprocess.run([sys.executable, __file__, "--child", system, "--steps", str(a.steps),
-                                "--max-len", str(a.max_len), "--rss-steps", str(a.rss_steps)],
-                               capture_output=True, text=True, env=env)
-        line = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")]
-        if r.returncode != 0 or not line:
-            print(json.dumps({"bench": "variable_shapes", "mode": system, "error": r.stderr[-2000:]}), flush=True)
+    for system in systems:
+        if system in errors:
+            print(json.dumps({"bench": "variable_shapes", "mode": system, "error": errors[system]}), flush=True)
             continue
-        results[system] = json.loads(line[0][7:])
+        # The run of median wall time stands for the system.
+        results[system] = sorted(runs[system], key=lambda x: x["total_s"])[len(runs[system]) // 2]
         res, cpu = results[system], results.get("cpu")
         exact = results.get(system.replace("-nobuckets", "") + "-nobuckets")
         row = {"bench": "variable_shapes", "mode": system, "steps": a.steps, "lengths": res["lengths"],
                "metric": "total_s", "value": round(res["total_s"], 2), "unit": "s",
                "steady_step_ms": res["steady_ms"] and round(res["steady_ms"], 2)}
+        if a.repeat > 1:
+            row["runs_s"] = [round(x["total_s"], 2) for x in runs[system]]
         if cpu:
             row["vs_cpu"] = round(res["total_s"] / cpu["total_s"], 2)
             worst = max(abs(x - y) / max(abs(y), 1e-12) for x, y in zip(res["losses"], cpu["losses"]))
