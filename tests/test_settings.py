@@ -297,6 +297,18 @@ def test_import_keeps_xla_startup_logs_off_stderr():
     assert loud.returncode == 0 and "cpu_device_count" in loud.stderr, loud.stderr
 
 
+def test_an_xla_flag_the_plugin_does_not_know_is_reported():
+    """XLA ends the process at its start on an unknown XLA_FLAGS entry
+    (_exit, no exception): its line reaches stderr instead of being held
+    back with the startup lines. A known flag imports quietly and computes."""
+    code = "import torch, torchtpu; print((torch.ones(2, device='tpu') * 3).cpu().tolist())"
+    bad = run(["-c", code], XLA_FLAGS="--xla_no_such_flag_anywhere=1", TF_CPP_MIN_LOG_LEVEL=None)
+    assert bad.returncode != 0 and "--xla_no_such_flag_anywhere" in bad.stderr, bad.stderr
+    good = run(["-c", code], XLA_FLAGS="--xla_cpu_enable_fast_math=false", TF_CPP_MIN_LOG_LEVEL=None)
+    assert good.returncode == 0 and "[3.0, 3.0]" in good.stdout, good.stderr
+    assert "InitializeLog" not in good.stderr and "cpu_device_count" not in good.stderr, good.stderr
+
+
 def test_log_level_is_forwarded_to_the_plugin():
     """TORCHTPU_LOG_LEVEL sets the plugin's threshold (TF_CPP_MIN_LOG_LEVEL) unless the user
     set that: info shows XLA's INFO lines, warning (the default) and error do not; a bad

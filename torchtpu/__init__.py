@@ -47,10 +47,13 @@ if not _running_env_report() and not _DEFERRED:
         "All log messages before absl::InitializeLog() ..." and its INFO
         lines, printed by every process) kept off stderr; other lines pass,
         and all of them when the start fails. TORCHTPU_DEBUG=xla or
-        TORCHTPU_LOG_LEVEL=info keeps them. The plugin's log threshold comes
-        from TORCHTPU_LOG_LEVEL."""
+        TORCHTPU_LOG_LEVEL=info keeps them, and so does XLA_FLAGS: XLA ends
+        the process on a flag it does not know (no exception, no exit
+        handler), and its line must reach the user. The plugin's log
+        threshold comes from TORCHTPU_LOG_LEVEL."""
         env.export(**env.plugin_log_levels())
-        if "xla" in env.get("TORCHTPU_DEBUG") or env.get("TORCHTPU_LOG_LEVEL") in ("info", "debug"):
+        if ("xla" in env.get("TORCHTPU_DEBUG") or env.get("TORCHTPU_LOG_LEVEL") in ("info", "debug")
+                or env.xla_flags()):
             _C._init(_PLUGIN, env.cpu_devices())
             return
         import re

@@ -279,6 +279,11 @@ def plugin_log_levels() -> dict:
     return out
 
 
+def xla_flags() -> str:
+    """XLA's own flags (XLA_FLAGS), as the plugin reads them at its start."""
+    return os.environ.get("XLA_FLAGS", "").strip()
+
+
 def get(name: str):
     """The validated value of a registered setting (ValueError if it is bad)."""
     return SETTINGS[name].get()
