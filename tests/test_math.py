@@ -301,3 +301,28 @@ def test_incomplete_gamma(fn):
     same(lambda p, q: p.clone().igamma_(q) if fn is torch.igamma else p.clone().igammac_(q), a[:8], x[:8],
          rtol=1e-5, atol=1e-6)
     assert_native()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int64])
+def test_pow_small_integer_exponents_are_the_cpu_products(dtype):
+    # PyTorch's CPU kernel computes x**2, x**3 and x**-2 as products rounded to
+    # the dtype after each one (bfloat16 too), not with pow: the device gives
+    # the same bits, for int and float exponents, out= and in place.
+    torch.manual_seed(0)
+    x = torch.randn(257) * 30
+    x[:6] = torch.tensor([0.0, -0.0, float("inf"), -float("inf"), float("nan"), 1e-30])
+    x = x.to(dtype) if dtype.is_floating_point else (x.nan_to_num(0, 0, 0) * 3).to(dtype)
+    xt = x[::2]  # a strided input
+    for e in (2, 3, 2.0, 3.0, -2.0) + ((-2,) if dtype.is_floating_point else ()):
+        want = torch.pow(xt, e)
+        got = torch.pow(xt.to("tpu"), e).cpu()
+        assert got.dtype == want.dtype, e
+        assert torch.equal(got.nan_to_num(1, 2, 3), want.nan_to_num(1, 2, 3)), (dtype, e)
+        if want.dtype == x.dtype:
+            y = x.to("tpu")
+            y.pow_(e)
+            assert torch.equal(y.cpu().nan_to_num(1, 2, 3), x.pow(e).nan_to_num(1, 2, 3)), (dtype, e)
+    out = torch.empty(129, dtype=torch.float64, device="tpu")
+    torch.pow(xt.to("tpu"), 3.0, out=out)
+    want = torch.pow(xt, 3.0, out=torch.empty(129, dtype=torch.float64))
+    assert torch.equal(out.cpu().nan_to_num(1, 2, 3), want.nan_to_num(1, 2, 3))

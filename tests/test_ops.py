@@ -367,31 +367,6 @@ def test_pow(case):
         check(lambda a: a ** 2.0, r(4, 5, dtype=torch.int64), grad=False)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int64])
-def test_pow_small_integer_exponents_are_the_cpu_products(dtype):
-    # PyTorch's CPU kernel computes x**2, x**3 and x**-2 as products rounded to
-    # the dtype after each one (bfloat16 too), not with pow: the device gives
-    # the same bits, for int and float exponents, out= and in place.
-    torch.manual_seed(0)
-    x = torch.randn(257) * 30
-    x[:6] = torch.tensor([0.0, -0.0, float("inf"), -float("inf"), float("nan"), 1e-30])
-    x = x.to(dtype) if dtype.is_floating_point else (x.nan_to_num(0, 0, 0) * 3).to(dtype)
-    xt = x[::2]  # a strided input
-    for e in (2, 3, 2.0, 3.0, -2.0) + ((-2,) if dtype.is_floating_point else ()):
-        want = torch.pow(xt, e)
-        got = torch.pow(xt.to(DEV), e).cpu()
-        assert got.dtype == want.dtype, e
-        assert torch.equal(got.nan_to_num(1, 2, 3), want.nan_to_num(1, 2, 3)), (dtype, e)
-        if want.dtype == x.dtype:
-            y = x.to(DEV)
-            y.pow_(e)
-            assert torch.equal(y.cpu().nan_to_num(1, 2, 3), x.pow(e).nan_to_num(1, 2, 3)), (dtype, e)
-    out = torch.empty(129, dtype=torch.float64, device=DEV)
-    torch.pow(xt.to(DEV), 3.0, out=out)
-    want = torch.pow(xt, 3.0, out=torch.empty(129, dtype=torch.float64))
-    assert torch.equal(out.cpu().nan_to_num(1, 2, 3), want.nan_to_num(1, 2, 3))
-
-
 def test_where():
     c = r(4, 5) > 0
     check(torch.where, c, r(4, 5, seed=1), r(5, seed=2))
