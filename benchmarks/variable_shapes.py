@@ -5,7 +5,10 @@ system, each in its own process with a cold compilation cache: PyTorch CPU
 eager, Fused Eager with bucketing (the default) and without, Strict Eager, and
 torch.compile(backend="tpu") with bucketing and without; and, for reference,
 torch.compile(backend="aot_eager") on the CPU: what Dynamo and AOTAutograd
-themselves cost here, before any backend compiles. Prints one JSON line per system: wall time
+themselves cost here, before any backend compiles. The "-dynamic" systems
+compile with dynamic=True (symbolic sizes from the first call on, so Dynamo
+traces each frame once instead of once static and once dynamic). Prints one
+JSON line per system: wall time
 (compilation included) and its ratio to the CPU's, compilations, the steady
 step time, whether the losses equal the CPU's (relative 1e-5; over hundreds
 of AdamW steps rounding differences grow in any system) and, for a bucketed
@@ -30,7 +33,8 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SYSTEMS = ["cpu", "fused", "fused-nobuckets", "strict", "compiled", "compiled-nobuckets", "cpu-compiled"]
+SYSTEMS = ["cpu", "fused", "fused-nobuckets", "strict", "compiled", "compiled-nobuckets", "cpu-compiled",
+           "compiled-dynamic", "cpu-compiled-dynamic"]
 
 
 def _rss_mb():
@@ -43,6 +47,8 @@ def _rss_mb():
 
 def child(system, steps, max_len, seed=0, rss_steps=0):
     system = system.replace("-nobuckets", "")
+    dynamic = True if system.endswith("-dynamic") else None
+    system = system.replace("-dynamic", "")
     import torch
     torch.set_num_threads(1)
     on_cpu = system.startswith("cpu")
@@ -70,9 +76,9 @@ def child(system, steps, max_len, seed=0, rss_steps=0):
         return loss
 
     if system == "compiled":
-        run = torch.compile(step, backend="tpu")
+        run = torch.compile(step, backend="tpu", dynamic=dynamic)
     elif system == "cpu-compiled":
-        run = torch.compile(step, backend="aot_eager")
+        run = torch.compile(step, backend="aot_eager", dynamic=dynamic)
     else:
         run = step
     losses, times, seen = [], [], set()
