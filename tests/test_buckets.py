@@ -56,6 +56,32 @@ def test_varying_length_compiles_per_bucket(lengths, mode):
     assert stats["padded_elements"] >= stats["exact_elements"] > 0
 
 
+@pytest.mark.parametrize("mode", ["fused", "strict"])
+def test_a_size_whose_exact_program_is_cached_still_counts_as_seen(mode):
+    """A size already compiled (here by another line; as well by an earlier
+    run through the disk cache) runs its exact program and is remembered as
+    seen, so the next size compiles its bucket's program at once and the
+    sizes after it compile nothing: compilations do not depend on what the
+    cache held."""
+    torch.manual_seed(0)
+    w = torch.randn(13, 13)  # a width no other test uses: programs of its own
+    wd = w.to("tpu")
+    with torchtpu.eager_mode(mode):
+        _C._set_buckets([0])  # no remembered sizes
+        # Another line (Strict: other places) compiles the programs of size 20.
+        [t.cpu() for t in attention_like(torch.randn(3, 20, 13).to("tpu"), wd)]
+        compiled_at = {}
+        for n in (20, 24, 31, 32):
+            x = torch.randn(3, n, 13)
+            before = _big_compilations()
+            got = attention_like(x.to("tpu"), wd)
+            for g, r in zip(got, attention_like(x, w)):
+                torch.testing.assert_close(g.cpu(), r, rtol=1e-5, atol=1e-5)
+            compiled_at[n] = _big_compilations() - before
+    assert compiled_at[20] == 0 and compiled_at[24] > 0, compiled_at
+    assert compiled_at[31] == 0 and compiled_at[32] == 0, compiled_at
+
+
 def test_bucketing_off_compiles_per_size():
     x = [torch.randn(2, n, 5) for n in (21, 22, 23)]
     with torchtpu.eager_mode("fused"):

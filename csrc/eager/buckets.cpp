@@ -190,6 +190,37 @@ void Buckets::reset_stats() {
   stats_ = Stats{};
 }
 
+uint64_t Buckets::key_of(const ops::bucket::Sizes& sizes, uint64_t place) {
+  return place ? (sizes.skeleton ^ (place * 0xC2B2AE3D27D4EB4FULL)) : sizes.skeleton;
+}
+
+Buckets::State* Buckets::known(uint64_t skeleton, ops::bucket::Sizes& sizes) {
+  auto it = states_.find(skeleton);
+  if (it != states_.end()) {
+    it->second.used = ++clock_;
+    return &it->second;
+  }
+  if (states_.size() >= kMaxStates) {
+    auto oldest = std::min_element(states_.begin(), states_.end(),
+                                   [](const auto& a, const auto& b) { return a.second.used < b.second.used; });
+    states_.erase(oldest);
+  }
+  states_[skeleton] = State{std::move(sizes), std::nullopt, std::nullopt, {}, {}, ++clock_};
+  return nullptr;
+}
+
+void Buckets::observe(const ir::Graph& g, uint64_t place) {
+  if (g.replicas != 1 || !g.collectives.empty()) return;
+  ops::bucket::Sizes sizes = ops::bucket::sizes_of(g);
+  const uint64_t skeleton = key_of(sizes, place);
+  std::lock_guard<std::mutex> lock(mu_);
+  State* s = known(skeleton, sizes);
+  if (s && sizes.dims != s->last.dims) {
+    s->before = std::move(s->last);
+    s->last = std::move(sizes);
+  }
+}
+
 std::shared_ptr<Buckets::Program> Buckets::program_for(const ir::Graph& g, int64_t* v_out, const OpSite* site,
                                                       const std::vector<Task::Arg>& args, uint64_t place) {
   if (sizes_.empty() || g.replicas != 1 || !g.collectives.empty()) return nullptr;
@@ -197,21 +228,12 @@ std::shared_ptr<Buckets::Program> Buckets::program_for(const ir::Graph& g, int64
   std::shared_ptr<Program> prog;
   int64_t& v = *v_out;
   bool fresh = false;
-  const uint64_t skeleton = place ? (sizes.skeleton ^ (place * 0xC2B2AE3D27D4EB4FULL)) : sizes.skeleton;
+  const uint64_t skeleton = key_of(sizes, place);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = states_.find(skeleton);
-    if (it == states_.end()) {
-      if (states_.size() >= kMaxStates) {
-        auto oldest = std::min_element(states_.begin(), states_.end(),
-                                       [](const auto& a, const auto& b) { return a.second.used < b.second.used; });
-        states_.erase(oldest);
-      }
-      states_[skeleton] = State{std::move(sizes), std::nullopt, std::nullopt, {}, {}, ++clock_};
-      return nullptr;
-    }
-    State& s = it->second;
-    s.used = ++clock_;
+    State* found_state = known(skeleton, sizes);
+    if (!found_state) return nullptr;
+    State& s = *found_state;
     v = s.plan ? s.plan->v_of(sizes) : -1;
     if (v < 0) {
       // Three observations tell a size growing as v*v from one growing as v.
@@ -308,6 +330,12 @@ std::vector<std::unique_ptr<Task>> Buckets::apply(std::unique_ptr<Task> task) {
   task->key = ir::graph_key(g, rt.salt());
   task->ready_exe = rt.cache().find(task->key);
   if (task->ready_exe) {  // this size compiled already: run it as it is
+    try {
+      // Seen all the same, so a later size buckets as it would have if this
+      // one had compiled now (compilations do not depend on the cache's contents).
+      observe(g, task->place);
+    } catch (const std::exception&) {  // sizes_of refused the graph: nothing to remember
+    }
     out.push_back(std::move(task));
     return out;
   }

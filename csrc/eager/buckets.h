@@ -87,6 +87,13 @@ class Buckets {
     std::map<int64_t, std::shared_ptr<Program>> programs;  // by bucket
     uint64_t used = 0;
   };
+  static uint64_t key_of(const ops::bucket::Sizes& sizes, uint64_t place);
+  // The state of `skeleton`, marked used; or null after remembering `sizes`
+  // as its first. Called with mu_ held.
+  State* known(uint64_t skeleton, ops::bucket::Sizes& sizes);
+  // Remembers the sizes of `g` (run at its exact sizes from the cache) as a
+  // run of its state, so the next size fits a plan as after a compilation.
+  void observe(const ir::Graph& g, uint64_t place);
   // A twin of `bytes` on `device`, counted while it lives.
   std::shared_ptr<const Slot::Twin> counted_twin(Slot::Twin t, int device, int64_t bytes);
   static constexpr int kCountedDevices = 64;
