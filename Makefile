@@ -14,6 +14,8 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 JOBS ?= $(shell nproc)
+# pytest workers for make test: each test file runs whole on one worker.
+TEST_WORKERS ?= 2
 
 .PHONY: all system-deps setup build test demo bench opinfo modules special-grid clean
 
@@ -73,7 +75,7 @@ build: setup
 
 test: build $(JAX_STAMP) $(TITAN_STAMP) $(TRAIN_STAMP)
 	build/torchtpu_cpp_tests
-	$(VPY) -m pytest -q tests
+	$(VPY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests
 
 OPINFO_MODE ?= strict
 OPINFO_DTYPES ?= float32,bfloat16,float16,int64,int32,bool
