@@ -5,6 +5,8 @@ forward's saved activations reach the backward without being cut back), and
 is cut back to its exact size only when something else reads it. The suite
 fills padding with NaN (conftest), so a padded element that reached a real
 one would show."""
+import time
+
 import pytest
 import torch
 
@@ -149,6 +151,57 @@ def test_background_warmup_compiles_while_the_caller_goes_on():
     job = torchtpu.warmup(encode, bad_inputs, max_size=8, background=True)
     with pytest.raises(RuntimeError, match="no inputs at size"):
         job.wait(timeout=60)
+
+@pytest.mark.parametrize("mode", ["fused", "strict"])
+def test_a_new_smaller_bucket_runs_on_a_larger_compiled_one_while_it_compiles(mode):
+    """After sizes 100 and 90 (the bucket of 128, compiled at once: nothing
+    larger is), size 24 needs the bucket of 32. In Strict and Fused Eager
+    it runs on the program of 128 while that of 32 compiles in the
+    background, counted at once (so counts do not depend on timing); once
+    it is compiled, sizes of that bucket run on it and nothing compiles.
+    Results are the CPU's throughout (NaN padding)."""
+    torch.manual_seed(0)
+    d = {"fused": 19, "strict": 21}[mode]  # widths no other test uses: programs of their own
+    w = torch.randn(d, d)
+    wd = w.to("tpu")
+
+    def check(n):
+        x = torch.randn(3, n, d)
+        got = (torch.tanh(x.to("tpu") @ wd).softmax(1) * 2).sum(1)
+        torch.testing.assert_close(got.cpu(), (torch.tanh(x @ w).softmax(1) * 2).sum(1), rtol=1e-5, atol=1e-5)
+
+    def counts():
+        m = torchtpu.debug.metrics()
+        return m["compilations_by_cause"]["new_bucket"], m["buckets"]["stand_ins"]
+
+    counted = []  # (new bucket programs, stand-in runs) at points of the sequence
+
+    def sizes():
+        yield from (100, 100, 90)
+        counted.append(counts())
+        yield 24
+        counted.append(counts())
+        deadline = time.monotonic() + 120
+        while True:  # until 32's programs are compiled
+            assert time.monotonic() < deadline, "the bucket of 32 never compiled"
+            before = counts()
+            yield 24
+            if counts() == before:
+                break
+        counted.append(counts())
+        yield from (30, 25, 32, 24)  # (Strict: mm sees [3n, d], 75..96: the bucket of 128 too)
+        counted.append(counts())
+
+    with torchtpu.eager_mode(mode):
+        torchtpu._C._set_buckets([0])  # no remembered sizes
+        for n in sizes():  # one line: Strict's places in the op stream include the caller's
+            check(n)
+    (buckets0, stand0), (buckets1, stand1), (buckets2, stand2), after = counted
+    assert buckets1 > buckets0
+    assert stand1 > stand0
+    assert buckets2 == buckets1  # counted when it started
+    assert after == (buckets2, stand2)
+
 
 def test_padded_copies_are_counted_in_memory_stats():
     torch.manual_seed(0)

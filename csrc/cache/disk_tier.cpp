@@ -290,6 +290,8 @@ std::string DiskTier::unsafe_reason(const std::string& dir, uid_t uid) {
 std::string DiskTier::entry_path(const ir::GraphKey& key) const { return dir_ + "/" + key.hex() + kEntrySuffix; }
 std::string DiskTier::lock_path(const ir::GraphKey& key) const { return dir_ + "/" + key.hex() + kLockSuffix; }
 
+bool DiskTier::has(const ir::GraphKey& key) const { return enabled() && access(entry_path(key).c_str(), F_OK) == 0; }
+
 std::optional<std::string> DiskTier::load(const ir::GraphKey& key, std::string* rejected) {
   if (!enabled()) return std::nullopt;
   const std::string path = entry_path(key);

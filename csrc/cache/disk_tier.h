@@ -60,6 +60,8 @@ class DiskTier {
   std::optional<std::string> load(const ir::GraphKey& key, std::string* rejected = nullptr);
   bool store(const ir::GraphKey& key, const std::string& payload, std::string* why = nullptr);
   void remove(const ir::GraphKey& key);
+  // An entry for `key` is stored (not read, so not checked).
+  bool has(const ir::GraphKey& key) const;
 
   // An exclusive per-key lock (or none, when the lock file cannot be made or
   // the wait timed out).

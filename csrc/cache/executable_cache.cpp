@@ -215,6 +215,16 @@ pjrt::ExecutablePtr ExecutableCache::find(const ir::GraphKey& key) {
   return touch(it->second);
 }
 
+bool ExecutableCache::held(const ir::GraphKey& key) {
+  Tiers tiers;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (map_.count(key) || in_flight_.count(key)) return true;
+    tiers = tiers_;
+  }
+  return (tiers.local && tiers.local->has(key)) || (tiers.shared && tiers.shared->has(key));
+}
+
 const pjrt::ExecutablePtr& ExecutableCache::touch(Entry& e) {
   lru_.splice(lru_.begin(), lru_, e.pos);
   return e.exe;

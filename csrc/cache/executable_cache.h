@@ -98,6 +98,9 @@ class ExecutableCache {
   // key counts as a request and a memory hit; a miss counts nothing (the
   // get_or_compile that follows counts it).
   pjrt::ExecutablePtr find(const ir::GraphKey& key);
+  // Memory holds `key`, a build of it is running, or a disk tier has an
+  // entry for it: get_or_compile would likely not compile. Counts nothing.
+  bool held(const ir::GraphKey& key);
 
   CacheStats stats() const;
   // Rescans the disk tiers' sizes, then stats().

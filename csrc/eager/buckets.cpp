@@ -273,9 +273,22 @@ std::shared_ptr<Buckets::Program> Buckets::program_for(const ir::Graph& g, int64
       if (v >= 0 && !s.refused.empty()) ++stats_.refused;
       return nullptr;
     }
+    // The smallest compiled program of a larger bucket that may stand in
+    // for this bucket's while it compiles in the background.
+    std::shared_ptr<Program> stand_in;
+    if (Runtime::get().mode() != EagerMode::kDebug)
+      for (auto it = s.programs.upper_bound(*bucket); it != s.programs.end(); ++it)
+        if (it->first <= *bucket * kStandInRatio && !it->second->compiling) {
+          stand_in = it->second;
+          break;
+        }
     auto found = s.programs.find(*bucket);
     if (found != s.programs.end()) {
       prog = found->second;
+      if (prog->compiling && stand_in) {
+        prog = stand_in;
+        ++stats_.stand_ins;
+      }
     } else {
       std::string why;
       std::optional<ops::bucket::Padded> padded = ops::bucket::pad(g, *s.plan, v, *bucket, &why);
@@ -296,6 +309,16 @@ std::shared_ptr<Buckets::Program> Buckets::program_for(const ir::Graph& g, int64
       prog->bucket = *bucket;
       s.programs[*bucket] = prog;
       fresh = true;
+      // Compiled in the background unless a cache tier holds it already.
+      if (stand_in && !Runtime::get().cache().held(ir::graph_key(*prog->graph, Runtime::get().salt()))) {
+        prog->compiling = true;
+        ++stats_.stand_ins;
+        Runtime::get().compile_in_background(prog->graph, site, prog->bucket,
+                                             [this, skeleton, prog](std::exception_ptr error) {
+                                               compiled(skeleton, prog, error);
+                                             });
+        return stand_in;
+      }
     }
   }
   if (fresh) {
@@ -305,18 +328,41 @@ std::shared_ptr<Buckets::Program> Buckets::program_for(const ir::Graph& g, int64
       bool hit = false;
       Runtime::get().executable_for(*prog->graph, &hit, site, false, prog->bucket);
     } catch (const std::exception& e) {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = states_.find(skeleton);
-      if (it != states_.end()) {
-        it->second.refused = std::string("the bucket's program did not compile: ") + e.what();
-        it->second.programs.clear();
-        stats_.last_refusal = it->second.refused;
-      }
-      ++stats_.refused;
+      refuse(skeleton, e.what());
       return nullptr;
     }
   }
   return prog;
+}
+
+void Buckets::refuse(uint64_t skeleton, const std::string& why, const Program* held) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = states_.find(skeleton);
+  if (held) {  // only while the state's plan still has that program
+    if (it == states_.end()) return;
+    auto found = it->second.programs.find(held->bucket);
+    if (found == it->second.programs.end() || found->second.get() != held) return;
+  }
+  if (it != states_.end()) {
+    it->second.refused = "the bucket's program did not compile: " + why;
+    it->second.programs.clear();
+    stats_.last_refusal = it->second.refused;
+  }
+  ++stats_.refused;
+}
+
+void Buckets::compiled(uint64_t skeleton, const std::shared_ptr<Program>& prog, std::exception_ptr error) {
+  if (!error) {
+    prog->compiling = false;
+    return;
+  }
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    refuse(skeleton, e.what(), prog.get());
+  } catch (...) {
+    refuse(skeleton, "unknown error", prog.get());
+  }
 }
 
 std::vector<std::unique_ptr<Task>> Buckets::apply(std::unique_ptr<Task> task) {

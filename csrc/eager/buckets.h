@@ -12,10 +12,15 @@
 // A graph seen once, one whose exact program is already compiled, or one
 // with an op that declares no rule for padded dims runs as it is. Buckets:
 // powers of two from 16 by default, an explicit list, or none. Thread-safe.
+// In Strict and Fused Eager, a new bucket whose plan has a compiled program
+// of a larger bucket (at most kStandInRatio times larger) compiles in the
+// background while its runs use that larger program: a step never waits
+// for a compilation it can do without (Debug Eager compiles at once).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <exception>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -37,7 +42,11 @@ class Buckets {
     std::shared_ptr<const ir::Graph> graph;
     int64_t bucket = 0;
     ops::bucket::Padded ports;  // its graph moved out
+    std::atomic<bool> compiling{false};  // in the background, not runnable without waiting
   };
+  // A larger bucket's program stands in for a compiling one up to this
+  // many times the bucket's size.
+  static constexpr int64_t kStandInRatio = 8;
   // A graph's bucket program (compiled) and the graph's true v.
   struct Bucketed {
     std::shared_ptr<const Program> program;
@@ -66,6 +75,7 @@ class Buckets {
   struct Stats {
     int64_t programs = 0;  // bucketed programs queued
     int64_t refused = 0;   // graphs with a varying size that ran at exact sizes
+    int64_t stand_ins = 0;  // runs of a larger bucket's program while theirs compiled
     int64_t exact_elements = 0, padded_elements = 0;  // of the bucketed programs' padded inputs and outputs
     std::string last_refusal;
   };
@@ -102,6 +112,12 @@ class Buckets {
   // v, or null: run `g` as it is.
   std::shared_ptr<Program> program_for(const ir::Graph& g, int64_t* v, const OpSite* site,
                                        const std::vector<Task::Arg>& args, uint64_t place);
+  // Runs of the plan of `skeleton` stay at exact sizes: its bucket's
+  // program did not compile (`why`). With `held`: only if the plan still
+  // holds that program.
+  void refuse(uint64_t skeleton, const std::string& why, const Program* held = nullptr);
+  // A background compilation of `prog` ended (with `error`, or null).
+  void compiled(uint64_t skeleton, const std::shared_ptr<Program>& prog, std::exception_ptr error);
   mutable std::mutex mu_;
   std::map<uint64_t, State> states_;  // by skeleton (and place)
   uint64_t clock_ = 0;

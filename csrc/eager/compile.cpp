@@ -56,7 +56,7 @@ const std::string& compile_options(int opt_level) {
 }  // namespace
 
 pjrt::ExecutablePtr Runtime::executable_for(const ir::Graph& g, bool* hit, const OpSite* site, bool helper,
-                                            int64_t bucket) {
+                                            int64_t bucket, bool counted) {
   Trace::Span lookup("graph key and cache lookup", "cache");
   ir::GraphKey key = ir::graph_key(g, salt_);
   return cache_.get_or_compile(
@@ -65,8 +65,10 @@ pjrt::ExecutablePtr Runtime::executable_for(const ir::Graph& g, bool* hit, const
         Trace::Span span("compile", "compile");
         span.detail(std::to_string(g.nodes().size()) + " nodes, first op " + (site ? site->op : "?"));
         std::string text = ir::print_stablehlo(g);
-        ++compilations_;
-        recompile_log().record(g, site ? *site : OpSite{}, helper, bucket);
+        if (!counted) {
+          ++compilations_;
+          recompile_log().record(g, site ? *site : OpSite{}, helper, bucket);
+        }
         try {
           return client_->compile(text, compile_options(g.opt_level));
         } catch (const pjrt::Error& e) {
@@ -74,6 +76,27 @@ pjrt::ExecutablePtr Runtime::executable_for(const ir::Graph& g, bool* hit, const
         }
       },
       hit);
+}
+
+void Runtime::compile_in_background(std::shared_ptr<const ir::Graph> g, const OpSite* site, int64_t bucket,
+                                    std::function<void(std::exception_ptr)> done) {
+  ++compilations_;
+  OpSite at = site ? *site : OpSite{};
+  recompile_log().record(*g, at, false, bucket);
+  background_pool_->submit([this, g, at, bucket, done] {
+    if (closing_) {
+      done(std::make_exception_ptr(std::runtime_error("torchtpu shut down before the compilation started")));
+      return;
+    }
+    try {
+      bool hit = false;
+      executable_for(*g, &hit, &at, false, bucket, /*counted=*/true);
+    } catch (...) {
+      done(std::current_exception());
+      return;
+    }
+    done(nullptr);
+  });
 }
 
 pjrt::ExecutablePtr Runtime::compile_text(const std::string& text) {

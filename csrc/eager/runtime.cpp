@@ -128,6 +128,7 @@ void Runtime::init(const std::string& plugin_path, int64_t cpu_devices) {
   }
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
   r->compile_pool_ = std::make_unique<ThreadPool>(std::max(1, cores - 1));
+  r->background_pool_ = std::make_unique<ThreadPool>(1);
   Runtime* raw = r.get();
   r->executor_ = std::make_unique<Executor>([raw](std::shared_ptr<const DeviceError> e) { raw->record_error(e); });
   r->copies_ = std::make_unique<CopyQueue>();
@@ -207,6 +208,7 @@ void Runtime::shutdown() {
   }
   rt->executor_->stop();
   rt->compile_pool_->stop();
+  rt->background_pool_->stop();  // what has not started is dropped (closing_)
 }
 
 Runtime::Entry::Entry(bool admit) {

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <atomic>
+#include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -159,8 +161,16 @@ class Runtime {
   // `site` (the graph's first op) is where a compilation is attributed
   // (recompiles.h); a `helper` (a bucketed program's pad or unpad) is only
   // counted; `bucket`: the bucket a bucketed program serves.
+  // `counted`: the caller counted and attributed the compilation already.
   pjrt::ExecutablePtr executable_for(const ir::Graph& g, bool* hit, const OpSite* site = nullptr,
-                                     bool helper = false, int64_t bucket = 0);
+                                     bool helper = false, int64_t bucket = 0, bool counted = false);
+  // Compiles `g` (whose key the cache does not hold) on a background
+  // thread of its own, so that work already queued never waits for it.
+  // Counted and attributed now, so compile counts do not depend on timing.
+  // `done` runs on that thread with null or the compilation's error (or
+  // an error when shutdown() drops it unstarted).
+  void compile_in_background(std::shared_ptr<const ir::Graph> g, const OpSite* site, int64_t bucket,
+                             std::function<void(std::exception_ptr)> done);
   // Compiles StableHLO module text as given (no cache), with the options
   // every graph compiles with.
   pjrt::ExecutablePtr compile_text(const std::string& text);
@@ -281,6 +291,7 @@ class Runtime {
   std::vector<std::unique_ptr<FusedGraph>> fused_;
   std::vector<std::unique_ptr<GroupQueue>> groups_;
   std::unique_ptr<ThreadPool> compile_pool_;
+  std::unique_ptr<ThreadPool> background_pool_;  // compile_in_background
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<CopyQueue> copies_;
 
