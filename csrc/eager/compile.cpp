@@ -1,5 +1,8 @@
 // Graph -> executable: the graph key, the compile cache tiers, and the
 // compiler call on a miss.
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <stdexcept>
 
 #include "cache/disk_entry.h"
@@ -84,6 +87,9 @@ void Runtime::compile_in_background(std::shared_ptr<const ir::Graph> g, const Op
   OpSite at = site ? *site : OpSite{};
   recompile_log().record(*g, at, false, bucket);
   background_pool_->submit([this, g, at, bucket, done] {
+    // Below the threads that run and issue programs: it uses the time they leave.
+    static thread_local const bool lowered = setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 10) == 0;
+    (void)lowered;
     if (closing_) {
       done(std::make_exception_ptr(std::runtime_error("torchtpu shut down before the compilation started")));
       return;
