@@ -152,23 +152,35 @@ def test_background_warmup_compiles_while_the_caller_goes_on():
     with pytest.raises(RuntimeError, match="no inputs at size"):
         job.wait(timeout=60)
 
-@pytest.mark.parametrize("mode", ["fused", "strict"])
+
+@pytest.mark.parametrize("mode", ["fused", "strict", "compiled"])
 def test_a_new_smaller_bucket_runs_on_a_larger_compiled_one_while_it_compiles(mode):
     """After sizes 100 and 90 (the bucket of 128, compiled at once: nothing
-    larger is), size 24 needs the bucket of 32. In Strict and Fused Eager
-    it runs on the program of 128 while that of 32 compiles in the
-    background, counted at once (so counts do not depend on timing); once
-    it is compiled, sizes of that bucket run on it and nothing compiles.
-    Results are the CPU's throughout (NaN padding)."""
+    larger is), size 24 needs the bucket of 32. In Strict and Fused Eager,
+    and for torch.compile's forward and backward graphs, it runs on the
+    program of 128 while that of 32 compiles in the background, counted at
+    once (so counts do not depend on timing); once it is compiled, sizes of
+    that bucket run on it and nothing compiles. Results and gradients are
+    the CPU's throughout (NaN padding)."""
     torch.manual_seed(0)
-    d = {"fused": 19, "strict": 21}[mode]  # widths no other test uses: programs of their own
-    w = torch.randn(d, d)
-    wd = w.to("tpu")
+    torch._dynamo.reset()
+    d = {"fused": 19, "strict": 21, "compiled": 23}[mode]  # widths no other test uses: programs of their own
+    w = torch.randn(d, d, requires_grad=True)
+    wd = w.detach().to("tpu").requires_grad_()
+
+    def f(x, w):
+        return (torch.tanh(x @ w).softmax(1) * 2).sum(1)
+
+    run = torch.compile(f, backend="tpu", dynamic=False) if mode == "compiled" else f
 
     def check(n):
         x = torch.randn(3, n, d)
-        got = (torch.tanh(x.to("tpu") @ wd).softmax(1) * 2).sum(1)
-        torch.testing.assert_close(got.cpu(), (torch.tanh(x @ w).softmax(1) * 2).sum(1), rtol=1e-5, atol=1e-5)
+        got = run(x.to("tpu"), wd)
+        want = f(x, w)
+        torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-5)
+        got.square().sum().backward()
+        want.square().sum().backward()
+        torch.testing.assert_close(wd.grad.cpu(), w.grad, rtol=1e-4, atol=1e-5)
 
     def counts():
         m = torchtpu.debug.metrics()
@@ -182,17 +194,14 @@ def test_a_new_smaller_bucket_runs_on_a_larger_compiled_one_while_it_compiles(mo
         yield 24
         counted.append(counts())
         deadline = time.monotonic() + 120
-        while True:  # until 32's programs are compiled
+        while torchtpu.debug.metrics()["buckets"]["compiling"]:  # 32's programs
             assert time.monotonic() < deadline, "the bucket of 32 never compiled"
-            before = counts()
-            yield 24
-            if counts() == before:
-                break
+            yield 24  # meanwhile on the program of 128
         counted.append(counts())
         yield from (30, 25, 32, 24)  # (Strict: mm sees [3n, d], 75..96: the bucket of 128 too)
         counted.append(counts())
 
-    with torchtpu.eager_mode(mode):
+    with torchtpu.eager_mode("strict" if mode == "compiled" else mode):
         torchtpu._C._set_buckets([0])  # no remembered sizes
         for n in sizes():  # one line: Strict's places in the op stream include the caller's
             check(n)

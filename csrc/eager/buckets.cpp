@@ -187,7 +187,9 @@ Buckets::Stats Buckets::stats() const {
 
 void Buckets::reset_stats() {
   std::lock_guard<std::mutex> lock(mu_);
+  const int64_t compiling = stats_.compiling;  // a state, not a count
   stats_ = Stats{};
+  stats_.compiling = compiling;
 }
 
 uint64_t Buckets::key_of(const ops::bucket::Sizes& sizes, uint64_t place) {
@@ -313,6 +315,7 @@ std::shared_ptr<Buckets::Program> Buckets::program_for(const ir::Graph& g, int64
       if (stand_in && !Runtime::get().cache().held(ir::graph_key(*prog->graph, Runtime::get().salt()))) {
         prog->compiling = true;
         ++stats_.stand_ins;
+        ++stats_.compiling;
         Runtime::get().compile_in_background(prog->graph, site, prog->bucket,
                                              [this, skeleton, prog](std::exception_ptr error) {
                                                compiled(skeleton, prog, error);
@@ -354,15 +357,17 @@ void Buckets::refuse(uint64_t skeleton, const std::string& why, const Program* h
 void Buckets::compiled(uint64_t skeleton, const std::shared_ptr<Program>& prog, std::exception_ptr error) {
   if (!error) {
     prog->compiling = false;
-    return;
+  } else {
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      refuse(skeleton, e.what(), prog.get());
+    } catch (...) {
+      refuse(skeleton, "unknown error", prog.get());
+    }
   }
-  try {
-    std::rethrow_exception(error);
-  } catch (const std::exception& e) {
-    refuse(skeleton, e.what(), prog.get());
-  } catch (...) {
-    refuse(skeleton, "unknown error", prog.get());
-  }
+  std::lock_guard<std::mutex> lock(mu_);
+  --stats_.compiling;
 }
 
 std::vector<std::unique_ptr<Task>> Buckets::apply(std::unique_ptr<Task> task) {

@@ -76,6 +76,7 @@ class Buckets {
     int64_t programs = 0;  // bucketed programs queued
     int64_t refused = 0;   // graphs with a varying size that ran at exact sizes
     int64_t stand_ins = 0;  // runs of a larger bucket's program while theirs compiled
+    int64_t compiling = 0;  // bucket programs compiling in the background now
     int64_t exact_elements = 0, padded_elements = 0;  // of the bucketed programs' padded inputs and outputs
     std::string last_refusal;
   };

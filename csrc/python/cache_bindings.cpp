@@ -109,6 +109,7 @@ void bind_cache(py::module_& m) {
     d["programs"] = s.programs;
     d["refused"] = s.refused;
     d["stand_ins"] = s.stand_ins;
+    d["compiling"] = s.compiling;
     d["exact_elements"] = s.exact_elements;
     d["padded_elements"] = s.padded_elements;
     d["last_refusal"] = s.last_refusal;
