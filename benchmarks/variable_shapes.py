@@ -15,7 +15,8 @@ of AdamW steps rounding differences grow in any system) and, for a bucketed
 system, how far its losses are from the same system's without buckets.
 
 With --rss-steps N, each system then runs N more steps of random lengths and
-reports its resident memory before and after them (warm: every bucket seen).
+reports its resident memory before and after them (warm: every bucket seen)
+and their mean step time (warm_step_ms).
 
 With --repeat N, the systems run N times in turn and each reports its run of
 median wall time (and every run's time), which steadies the ratios on a
@@ -94,16 +95,19 @@ def child(system, steps, max_len, seed=0, rss_steps=0):
     total = time.perf_counter() - start
     if rss_steps:
         rss = [_rss_mb()]
+        warm = time.perf_counter()
         for i in range(rss_steps):
             n = int(torch.randint(1, max_len // 8 + 1, (1,), generator=g)) * 8
             run(torch.randint(0, 256, (4, n), generator=g).to(device)).item()
             if i == rss_steps // 2:
                 rss.append(_rss_mb())
+        warm = time.perf_counter() - warm
         rss.append(_rss_mb())
     out = {"losses": losses, "total_s": total, "lengths": len(set(lengths)),
            "steady_ms": 1000 * sorted(times)[len(times) // 2] if times else None}
     if rss_steps:
         out["rss_mb"] = [round(x, 1) for x in rss]
+        out["warm_step_ms"] = round(1000 * warm / rss_steps, 2)
     if not on_cpu:
         import torchtpu
         m = torchtpu.debug.metrics()
@@ -173,6 +177,7 @@ def main():
         if "rss_mb" in res:
             row["rss_mb"] = res["rss_mb"]  # before the extra steps, halfway, after
             row["rss_growth"] = round(res["rss_mb"][-1] / res["rss_mb"][0] - 1, 4)
+            row["warm_step_ms"] = res["warm_step_ms"]  # the mean of the extra steps (every bucket seen)
         for k in ("compilations", "compile_s", "by_cause", "buckets"):
             if k in res:
                 row[k] = res[k]
