@@ -224,7 +224,8 @@ void Buckets::observe(const ir::Graph& g, uint64_t place) {
 }
 
 std::shared_ptr<Buckets::Program> Buckets::program_for(const ir::Graph& g, int64_t* v_out, const OpSite* site,
-                                                      const std::vector<Task::Arg>& args, uint64_t place) {
+                                                      const std::vector<Task::Arg>& args, uint64_t place,
+                                                      std::shared_ptr<const Program>* own) {
   if (sizes_.empty() || g.replicas != 1 || !g.collectives.empty()) return nullptr;
   ops::bucket::Sizes sizes = ops::bucket::sizes_of(g);
   std::shared_ptr<Program> prog;
@@ -288,6 +289,7 @@ std::shared_ptr<Buckets::Program> Buckets::program_for(const ir::Graph& g, int64
     if (found != s.programs.end()) {
       prog = found->second;
       if (prog->compiling && stand_in) {
+        *own = prog;
         prog = stand_in;
         ++stats_.stand_ins;
       }
@@ -320,6 +322,7 @@ std::shared_ptr<Buckets::Program> Buckets::program_for(const ir::Graph& g, int64
                                              [this, skeleton, prog](std::exception_ptr error) {
                                                compiled(skeleton, prog, error);
                                              });
+        *own = prog;
         return stand_in;
       }
     }
@@ -408,9 +411,24 @@ std::vector<std::unique_ptr<Task>> Buckets::apply(std::unique_ptr<Task> task) {
 std::optional<Buckets::Bucketed> Buckets::choose(const ir::Graph& g, const OpSite* site,
                                                  const std::vector<Task::Arg>& args, uint64_t place) {
   Bucketed b;
-  b.program = program_for(g, &b.v, site, args, place);
+  b.program = program_for(g, &b.v, site, args, place, &b.own);
   if (!b.program) return std::nullopt;
+  b.fresh = b.own != nullptr;
   return b;
+}
+
+void Buckets::settle(Bucketed& b) {
+  const bool fresh = b.fresh;
+  b.fresh = false;
+  if (!b.own) return;
+  if (!b.own->compiling) {
+    b.program = std::move(b.own);
+    b.own.reset();
+    return;
+  }
+  if (fresh) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.stand_ins;
 }
 
 std::vector<std::unique_ptr<Task>> Buckets::expand(std::unique_ptr<Task> task, const Bucketed& b) {

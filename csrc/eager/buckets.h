@@ -51,7 +51,15 @@ class Buckets {
   struct Bucketed {
     std::shared_ptr<const Program> program;
     int64_t v = 0;
+    // While `program` is a larger bucket's standing in: the bucket's own,
+    // compiling in the background.
+    std::shared_ptr<const Program> own;
+    bool fresh = false;  // its first run is counted already (a stand-in's)
   };
+  // A kept choice (a torch.compile graph's), before each run: it takes the
+  // bucket's own program once that has compiled (else the run counts as a
+  // stand-in's).
+  void settle(Bucketed& b);
   // The bucket program for `g` (attributed to `site` when it compiles), or
   // nullopt: run `g` as it is.
   // `args`: the graph's arguments, whose twins tell the unit of v (a graph
@@ -111,8 +119,10 @@ class Buckets {
   std::atomic<int64_t> padding_[kCountedDevices] = {}, padding_peak_[kCountedDevices] = {};
   // The bucket's program for `g` (compiled, attributed to `site`) and its
   // v, or null: run `g` as it is.
+  // `own`: set when the program returned stands in for the bucket's own.
   std::shared_ptr<Program> program_for(const ir::Graph& g, int64_t* v, const OpSite* site,
-                                       const std::vector<Task::Arg>& args, uint64_t place);
+                                       const std::vector<Task::Arg>& args, uint64_t place,
+                                       std::shared_ptr<const Program>* own);
   // Runs of the plan of `skeleton` stay at exact sizes: its bucket's
   // program did not compile (`why`). With `held`: only if the plan still
   // holds that program.

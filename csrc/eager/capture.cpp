@@ -276,6 +276,7 @@ std::vector<SlotPtr> Program::run(const std::vector<StorageValue*>& inputs, uint
     return out;
   }
   if (bucketed_) {
+    buckets().settle(*bucketed_);
     for (std::unique_ptr<Task>& part : buckets().expand(std::move(t), *bucketed_)) rt.submit(std::move(part));
     return out;
   }
