@@ -212,6 +212,39 @@ def test_a_new_smaller_bucket_runs_on_a_larger_compiled_one_while_it_compiles(mo
     assert after == (buckets2, stand2)
 
 
+def test_no_stand_in_when_its_outputs_would_crowd_the_device_memory():
+    """A larger bucket's program stands in only while its outputs take at
+    most half the device's free memory: with the capacity just above what
+    is held, size 24 compiles the bucket of 32 at once instead of running
+    padded to 128, and the result is the CPU's."""
+    torch.manual_seed(0)
+    d = 25  # a width no other test uses
+    w = torch.randn(d, d)
+    wd = w.to("tpu")
+
+    def check(n):
+        x = torch.randn(3, n, d)
+        torch.testing.assert_close(torch.tanh(x.to("tpu") @ wd).cpu(), torch.tanh(x @ w), rtol=1e-5, atol=1e-5)
+
+    def stand_ins():
+        return torchtpu.debug.metrics()["buckets"]["stand_ins"]
+
+    with torchtpu.eager_mode("fused"):
+        torchtpu._C._set_buckets([0])
+        for n in (100, 90):  # the bucket of 128: [3, 128, 25] float32 out, 38400 bytes
+            check(n)
+        torchtpu.synchronize()
+        before = stand_ins()
+        torchtpu._C._set_memory_capacity(torchtpu._C._memory_held(0) + 60_000)  # free: 60 KB, under twice 38400 bytes
+        try:
+            check(24)
+        finally:
+            torchtpu._C._set_memory_capacity(-1)
+        assert stand_ins() == before
+        check(26)  # the bucket of 32 serves it
+        assert stand_ins() == before
+
+
 def test_padded_copies_are_counted_in_memory_stats():
     torch.manual_seed(0)
     key = "bucket_padding_bytes.all.current"

@@ -224,7 +224,7 @@ void Buckets::observe(const ir::Graph& g, uint64_t place) {
 }
 
 std::shared_ptr<Buckets::Program> Buckets::program_for(const ir::Graph& g, int64_t* v_out, const OpSite* site,
-                                                      const std::vector<Task::Arg>& args, uint64_t place,
+                                                      const std::vector<Task::Arg>& args, uint64_t place, int device,
                                                       std::shared_ptr<const Program>* own) {
   if (sizes_.empty() || g.replicas != 1 || !g.collectives.empty()) return nullptr;
   ops::bucket::Sizes sizes = ops::bucket::sizes_of(g);
@@ -279,12 +279,16 @@ std::shared_ptr<Buckets::Program> Buckets::program_for(const ir::Graph& g, int64
     // The smallest compiled program of a larger bucket that may stand in
     // for this bucket's while it compiles in the background.
     std::shared_ptr<Program> stand_in;
-    if (Runtime::get().mode() != EagerMode::kDebug)
+    Runtime& rt = Runtime::get();
+    if (rt.mode() != EagerMode::kDebug) {
+      const int64_t capacity = rt.memory_capacity(device);
+      const int64_t room = capacity > 0 ? capacity - rt.memory_held(device) : std::numeric_limits<int64_t>::max();
       for (auto it = s.programs.upper_bound(*bucket); it != s.programs.end(); ++it)
-        if (it->first <= *bucket * kStandInRatio && !it->second->compiling) {
+        if (it->first <= *bucket * kStandInRatio && !it->second->compiling && it->second->bytes <= room / 2) {
           stand_in = it->second;
           break;
         }
+    }
     auto found = s.programs.find(*bucket);
     if (found != s.programs.end()) {
       prog = found->second;
@@ -311,6 +315,10 @@ std::shared_ptr<Buckets::Program> Buckets::program_for(const ir::Graph& g, int64
       prog->graph = std::make_shared<const ir::Graph>(std::move(padded->graph));
       prog->ports = std::move(*padded);
       prog->bucket = *bucket;
+      for (ir::Value out : prog->graph->outputs) {
+        const ir::Type& ty = prog->graph->type(out);
+        prog->bytes += ty.numel() * ir::byte_size(ty.dtype);
+      }
       s.programs[*bucket] = prog;
       fresh = true;
       // Compiled in the background unless a cache tier holds it already.
@@ -395,7 +403,7 @@ std::vector<std::unique_ptr<Task>> Buckets::apply(std::unique_ptr<Task> task) {
   }
   std::optional<Bucketed> b;
   try {
-    b = choose(g, task->sites.empty() ? nullptr : &task->sites.front(), task->args, task->place);
+    b = choose(g, task->sites.empty() ? nullptr : &task->sites.front(), task->args, task->place, task->device);
   } catch (const std::exception& e) {  // the graph runs as it is
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.refused;
@@ -409,9 +417,9 @@ std::vector<std::unique_ptr<Task>> Buckets::apply(std::unique_ptr<Task> task) {
 }
 
 std::optional<Buckets::Bucketed> Buckets::choose(const ir::Graph& g, const OpSite* site,
-                                                 const std::vector<Task::Arg>& args, uint64_t place) {
+                                                 const std::vector<Task::Arg>& args, uint64_t place, int device) {
   Bucketed b;
-  b.program = program_for(g, &b.v, site, args, place, &b.own);
+  b.program = program_for(g, &b.v, site, args, place, device, &b.own);
   if (!b.program) return std::nullopt;
   b.fresh = b.own != nullptr;
   return b;

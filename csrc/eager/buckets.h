@@ -43,9 +43,12 @@ class Buckets {
     int64_t bucket = 0;
     ops::bucket::Padded ports;  // its graph moved out
     std::atomic<bool> compiling{false};  // in the background, not runnable without waiting
+    int64_t bytes = 0;                    // of its outputs
   };
   // A larger bucket's program stands in for a compiling one up to this
-  // many times the bucket's size.
+  // many times the bucket's size, and while its outputs take at most half
+  // the device's free memory (a padded run must not fail for memory where
+  // the bucket's own program would fit).
   static constexpr int64_t kStandInRatio = 8;
   // A graph's bucket program (compiled) and the graph's true v.
   struct Bucketed {
@@ -65,8 +68,9 @@ class Buckets {
   // `args`: the graph's arguments, whose twins tell the unit of v (a graph
   // that sees only [4n] measures n when its input is laid out as [4, n]).
   // `place`: a Strict op's place in the op stream (Task::place), or 0.
+  // `device`: where it runs.
   std::optional<Bucketed> choose(const ir::Graph& g, const OpSite* site, const std::vector<Task::Arg>& args,
-                                 uint64_t place = 0);
+                                 uint64_t place = 0, int device = 0);
   // The tasks that compute what `task` (a run of the graph `b` was chosen
   // for) computes: one pad program for its padded inputs, the bucket's
   // program, one unpad program for its padded outputs.
@@ -121,7 +125,7 @@ class Buckets {
   // v, or null: run `g` as it is.
   // `own`: set when the program returned stands in for the bucket's own.
   std::shared_ptr<Program> program_for(const ir::Graph& g, int64_t* v, const OpSite* site,
-                                       const std::vector<Task::Arg>& args, uint64_t place,
+                                       const std::vector<Task::Arg>& args, uint64_t place, int device,
                                        std::shared_ptr<const Program>* own);
   // Runs of the plan of `skeleton` stay at exact sizes: its bucket's
   // program did not compile (`why`). With `held`: only if the plan still

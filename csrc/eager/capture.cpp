@@ -213,7 +213,7 @@ std::shared_ptr<Program> Capture::finish(const std::vector<StorageValue*>& input
   if (!group_) {
     const OpSite* site = prog->sites_.empty() ? nullptr : &prog->sites_.front();
     prog->exe_ = rt.cache().find(ir::graph_key(*prog->graph_, rt.salt()));
-    if (!prog->exe_) prog->bucketed_ = buckets().choose(*prog->graph_, site, t.args);
+    if (!prog->exe_) prog->bucketed_ = buckets().choose(*prog->graph_, site, t.args, 0, device_);
     if (!prog->exe_ && !prog->bucketed_) prog->exe_ = rt.executable_for(*prog->graph_, &hit, site);
   }
 
