@@ -231,6 +231,9 @@ std::shared_ptr<Buckets::Program> Buckets::program_for(const ir::Graph& g, int64
   std::shared_ptr<Program> prog;
   int64_t& v = *v_out;
   bool fresh = false;
+  // The smallest compiled program of a larger bucket that may stand in
+  // for this bucket's while it compiles in the background.
+  std::shared_ptr<Program> stand_in;
   const uint64_t skeleton = key_of(sizes, place);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -276,9 +279,6 @@ std::shared_ptr<Buckets::Program> Buckets::program_for(const ir::Graph& g, int64
       if (v >= 0 && !s.refused.empty()) ++stats_.refused;
       return nullptr;
     }
-    // The smallest compiled program of a larger bucket that may stand in
-    // for this bucket's while it compiles in the background.
-    std::shared_ptr<Program> stand_in;
     Runtime& rt = Runtime::get();
     if (rt.mode() != EagerMode::kDebug) {
       const int64_t capacity = rt.memory_capacity(device);
@@ -319,21 +319,28 @@ std::shared_ptr<Buckets::Program> Buckets::program_for(const ir::Graph& g, int64
         const ir::Type& ty = prog->graph->type(out);
         prog->bytes += ty.numel() * ir::byte_size(ty.dtype);
       }
+      prog->compiling = stand_in != nullptr;  // until it is known to compile here
       s.programs[*bucket] = prog;
       fresh = true;
-      // Compiled in the background unless a cache tier holds it already.
-      if (stand_in && !Runtime::get().cache().held(ir::graph_key(*prog->graph, Runtime::get().salt()))) {
-        prog->compiling = true;
+    }
+  }
+  if (fresh && prog->compiling) {
+    // Compiled in the background (outside the lock: its end takes it)
+    // unless a cache tier holds it already.
+    Runtime& rt = Runtime::get();
+    if (!rt.cache().held(ir::graph_key(*prog->graph, rt.salt()))) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
         ++stats_.stand_ins;
         ++stats_.compiling;
-        Runtime::get().compile_in_background(prog->graph, site, prog->bucket,
-                                             [this, skeleton, prog](std::exception_ptr error) {
-                                               compiled(skeleton, prog, error);
-                                             });
-        *own = prog;
-        return stand_in;
       }
+      rt.compile_in_background(prog->graph, site, prog->bucket, [this, skeleton, prog](std::exception_ptr error) {
+        compiled(skeleton, prog, error);
+      });
+      *own = prog;
+      return stand_in;
     }
+    prog->compiling = false;
   }
   if (fresh) {
     // Compiled here, once per bucket: a rewrite the compiler refuses makes
