@@ -12,10 +12,11 @@
 // A graph seen once, one whose exact program is already compiled, or one
 // with an op that declares no rule for padded dims runs as it is. Buckets:
 // powers of two from 16 by default, an explicit list, or none. Thread-safe.
-// In Strict and Fused Eager, a new bucket whose plan has a compiled program
-// of a larger bucket (at most kStandInRatio times larger) compiles in the
-// background while its runs use that larger program: a step never waits
-// for a compilation it can do without (Debug Eager compiles at once).
+// A new bucket whose plan has a compiled program of a larger bucket (within
+// kStandInRatio and the device's free memory) compiles in the background
+// while its runs use that larger program, so a step does not wait for a
+// compilation it can do without (Strict and Fused Eager and captured
+// graphs; Debug Eager compiles at once).
 #pragma once
 
 #include <atomic>
