@@ -207,8 +207,24 @@ Buckets::State* Buckets::known(uint64_t skeleton, ops::bucket::Sizes& sizes) {
                                    [](const auto& a, const auto& b) { return a.second.used < b.second.used; });
     states_.erase(oldest);
   }
-  states_[skeleton] = State{std::move(sizes), std::nullopt, std::nullopt, {}, {}, ++clock_};
+  State& s = states_[skeleton];
+  s.seen.push_back(std::move(sizes));
+  s.used = ++clock_;
   return nullptr;
+}
+
+void Buckets::remember(State& s, ops::bucket::Sizes sizes) {
+  auto same = [&](const ops::bucket::Sizes& x) {
+    return x.dims == sizes.dims && x.attrs == sizes.attrs && x.constants == sizes.constants;
+  };
+  if (!s.seen.empty() && same(s.seen.back())) return;
+  auto it = std::find_if(s.seen.begin(), s.seen.end(), same);
+  if (it != s.seen.end()) {
+    s.seen.erase(it);
+  } else if (s.seen.size() >= kSeen) {
+    s.seen.erase(s.seen.begin());
+  }
+  s.seen.push_back(std::move(sizes));
 }
 
 void Buckets::observe(const ir::Graph& g, uint64_t place) {
@@ -217,10 +233,7 @@ void Buckets::observe(const ir::Graph& g, uint64_t place) {
   const uint64_t skeleton = key_of(sizes, place);
   std::lock_guard<std::mutex> lock(mu_);
   State* s = known(skeleton, sizes);
-  if (s && sizes.dims != s->last.dims) {
-    s->before = std::move(s->last);
-    s->last = std::move(sizes);
-  }
+  if (s) remember(*s, std::move(sizes));
 }
 
 std::shared_ptr<Buckets::Program> Buckets::program_for(const ir::Graph& g, int64_t* v_out, const OpSite* site,
@@ -239,28 +252,36 @@ std::shared_ptr<Buckets::Program> Buckets::program_for(const ir::Graph& g, int64
     std::lock_guard<std::mutex> lock(mu_);
     State* found_state = known(skeleton, sizes);
     if (!found_state) return nullptr;
-    State& s = *found_state;
-    v = s.plan ? s.plan->v_of(sizes) : -1;
-    if (v < 0) {
-      // Three observations tell a size growing as v*v from one growing as v.
-      std::optional<ops::bucket::Plan> plan;
-      if (s.before) plan = ops::bucket::Plan::fit(*s.before, s.last, sizes);
-      if (!plan || plan->v_of(sizes) < 0) plan = ops::bucket::Plan::fit(s.last, sizes);
-      s.plan = std::move(plan);
-      s.programs.clear();
-      s.refused.clear();
-      if (s.plan) v = s.plan->v_of(sizes);
+    State& st = *found_state;
+    Fitted* f = nullptr;
+    v = -1;
+    for (Fitted& c : st.plans)
+      if ((v = c.plan.v_of(sizes)) >= 0) {
+        f = &c;
+        break;
+      }
+    if (!f) {
+      std::vector<const ops::bucket::Sizes*> seen;
+      for (const ops::bucket::Sizes& x : st.seen) seen.push_back(&x);
+      if (std::optional<ops::bucket::Plan> plan = ops::bucket::Plan::fit_seen(seen, sizes)) {
+        if (st.plans.size() >= kPlans)
+          st.plans.erase(std::min_element(st.plans.begin(), st.plans.end(),
+                                          [](const Fitted& a, const Fitted& b) { return a.used < b.used; }));
+        st.plans.push_back(Fitted{std::move(*plan), {}, {}, 0});
+        f = &st.plans.back();
+        v = f->plan.v_of(sizes);
+      }
     }
-    if (sizes.dims != s.last.dims) {
-      s.before = std::move(s.last);
-      s.last = std::move(sizes);
-    }
-    if (v >= 0 && s.plan->unit == 1) {
+    remember(st, std::move(sizes));
+    if (!f) return nullptr;
+    f->used = ++clock_;
+    Fitted& s = *f;
+    if (v >= 0 && s.plan.unit == 1) {
       // Inputs laid out by earlier bucketed programs tell the unit of v.
       int64_t k = 1;
       for (size_t i = 0; i < args.size(); ++i) {
         std::shared_ptr<const Slot::Twin> twin = args[i].slot ? args[i].slot->twin() : nullptr;
-        const int64_t ki = twin && twin->fixed > 0 ? s.plan->unit_for(g, static_cast<int>(i), twin->fixed) : 1;
+        const int64_t ki = twin && twin->fixed > 0 ? s.plan.unit_for(g, static_cast<int>(i), twin->fixed) : 1;
         if (ki == 1) continue;
         if (k != 1 && k != ki) {
           k = 1;
@@ -269,7 +290,7 @@ std::shared_ptr<Buckets::Program> Buckets::program_for(const ir::Graph& g, int64
         k = ki;
       }
       if (k > 1 && v % k == 0) {
-        s.plan = s.plan->scaled(k);
+        s.plan = s.plan.scaled(k);
         s.programs.clear();
         v /= k;
       }
@@ -299,7 +320,7 @@ std::shared_ptr<Buckets::Program> Buckets::program_for(const ir::Graph& g, int64
       }
     } else {
       std::string why;
-      std::optional<ops::bucket::Padded> padded = ops::bucket::pad(g, *s.plan, v, *bucket, &why);
+      std::optional<ops::bucket::Padded> padded = ops::bucket::pad(g, s.plan, v, *bucket, &why);
       if (padded && padded->inputs.size() + padded->outputs.size() > kMaxPorts) {
         why = std::to_string(padded->inputs.size() + padded->outputs.size()) +
               " padded inputs and outputs: each run would pad and cut back more than it saves";
@@ -349,7 +370,7 @@ std::shared_ptr<Buckets::Program> Buckets::program_for(const ir::Graph& g, int64
       bool hit = false;
       Runtime::get().executable_for(*prog->graph, &hit, site, false, prog->bucket);
     } catch (const std::exception& e) {
-      refuse(skeleton, e.what());
+      refuse(skeleton, e.what(), prog.get());
       return nullptr;
     }
   }
@@ -359,17 +380,15 @@ std::shared_ptr<Buckets::Program> Buckets::program_for(const ir::Graph& g, int64
 void Buckets::refuse(uint64_t skeleton, const std::string& why, const Program* held) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = states_.find(skeleton);
-  if (held) {  // only while the state's plan still has that program
-    if (it == states_.end()) return;
-    auto found = it->second.programs.find(held->bucket);
-    if (found == it->second.programs.end() || found->second.get() != held) return;
+  if (it == states_.end()) return;
+  for (Fitted& f : it->second.plans) {  // the plan that still holds that program
+    auto found = f.programs.find(held->bucket);
+    if (found == f.programs.end() || found->second.get() != held) continue;
+    ++stats_.refused;
+    f.refused = "the bucket's program did not compile: " + why;
+    f.programs.clear();
+    stats_.last_refusal = f.refused;
   }
-  if (it != states_.end()) {
-    it->second.refused = "the bucket's program did not compile: " + why;
-    it->second.programs.clear();
-    stats_.last_refusal = it->second.refused;
-  }
-  ++stats_.refused;
 }
 
 void Buckets::compiled(uint64_t skeleton, const std::shared_ptr<Program>& prog, std::exception_ptr error) {

@@ -103,14 +103,20 @@ class Buckets {
   void reset_padding_peak(int device);
 
  private:
-  struct State {
-    ops::bucket::Sizes last;
-    std::optional<ops::bucket::Sizes> before;  // the sizes seen before `last`
-    std::optional<ops::bucket::Plan> plan;
+  struct Fitted {  // one plan of a skeleton, with its bucket programs
+    ops::bucket::Plan plan;
     std::string refused;  // why the plan's graphs do not bucket
     std::map<int64_t, std::shared_ptr<Program>> programs;  // by bucket
     uint64_t used = 0;
   };
+  struct State {
+    std::vector<ops::bucket::Sizes> seen;  // distinct sizes, the latest last (kSeen at most)
+    std::vector<Fitted> plans;              // kPlans at most
+    uint64_t used = 0;
+  };
+  // The sizes a skeleton remembers, and the plans it keeps (least recently
+  // used dropped): a decode loop over prompts keeps one plan per position.
+  static constexpr size_t kSeen = 48, kPlans = 16;
   static uint64_t key_of(const ops::bucket::Sizes& sizes, uint64_t place);
   // The state of `skeleton`, marked used; or null after remembering `sizes`
   // as its first. Called with mu_ held.
@@ -118,6 +124,8 @@ class Buckets {
   // Remembers the sizes of `g` (run at its exact sizes from the cache) as a
   // run of its state, so the next size fits a plan as after a compilation.
   void observe(const ir::Graph& g, uint64_t place);
+  // Adds `sizes` to what `s` has seen (as its latest). Called with mu_ held.
+  static void remember(State& s, ops::bucket::Sizes sizes);
   // A twin of `bytes` on `device`, counted while it lives.
   std::shared_ptr<const Slot::Twin> counted_twin(Slot::Twin t, int device, int64_t bytes);
   static constexpr int kCountedDevices = 64;
@@ -128,10 +136,9 @@ class Buckets {
   std::shared_ptr<Program> program_for(const ir::Graph& g, int64_t* v, const OpSite* site,
                                        const std::vector<Task::Arg>& args, uint64_t place, int device,
                                        std::shared_ptr<const Program>* own);
-  // Runs of the plan of `skeleton` stay at exact sizes: its bucket's
-  // program did not compile (`why`). With `held`: only if the plan still
-  // holds that program.
-  void refuse(uint64_t skeleton, const std::string& why, const Program* held = nullptr);
+  // Runs of the plan of `skeleton` that holds `held` stay at exact sizes:
+  // its bucket's program did not compile (`why`).
+  void refuse(uint64_t skeleton, const std::string& why, const Program* held);
   // A background compilation of `prog` ended (with `error`, or null).
   void compiled(uint64_t skeleton, const std::shared_ptr<Program>& prog, std::exception_ptr error);
   mutable std::mutex mu_;

@@ -1,5 +1,6 @@
 #include "ops/bucket.h"
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -143,6 +144,30 @@ std::optional<Plan> Plan::fit(const Sizes& z, const Sizes& a, const Sizes& b) {
     p.constants.push_back(c);
   }
   return p;
+}
+
+std::optional<Plan> Plan::fit_seen(const std::vector<const Sizes*>& seen, const Sizes& now) {
+  std::optional<Plan> best;
+  std::array<int64_t, 4> best_score{};  // sizes followed, sizes varying, from three, -slopes
+  auto consider = [&](std::optional<Plan> p, bool three) {
+    if (!p || p->v_of(now) < 0) return;
+    std::array<int64_t, 4> score{1, 0, three ? 1 : 0, 0};
+    for (const Sizes* s : seen) score[0] += p->v_of(*s) >= 0;
+    for (const std::vector<Affine>* fs : {&p->dims, &p->attrs})
+      for (const Affine& f : *fs)
+        if (f.varies()) {
+          ++score[1];
+          score[3] -= std::abs(f.a) + std::abs(f.q);
+        }
+    if (!best || score > best_score) {  // a tie keeps the earlier candidate
+      best = std::move(p);
+      best_score = score;
+    }
+  };
+  const size_t k = seen.size();
+  if (k >= 2) consider(fit(*seen[k - 2], *seen[k - 1], now), true);
+  for (size_t i = k; i-- > 0;) consider(fit(*seen[i], now), false);
+  return best;
 }
 
 Plan Plan::scaled(int64_t k) const {

@@ -60,6 +60,15 @@ struct Plan {
   static std::optional<Plan> fit(const Sizes& first, const Sizes& second);
   // From three: each size affine or quadratic in v (integer coefficients).
   static std::optional<Plan> fit(const Sizes& first, const Sizes& second, const Sizes& third);
+  // The plan through `now` and the sizes seen before it (oldest first), of
+  // those through `now` and one earlier size or the last two: the one that
+  // the most of those sizes follow; then the one where the most sizes vary;
+  // then the one from three sizes (it tells v*v from v); then the one with
+  // the smallest slopes; then the latest. Where two sizes vary independently
+  // (a prompt's length and a token's position in a decode loop over
+  // prompts), the plan over prompts at one position, which every later
+  // prompt follows, wins once two earlier prompts reached that position.
+  static std::optional<Plan> fit_seen(const std::vector<const Sizes*>& seen, const Sizes& now);
   // v for a graph with these sizes when it follows the plan exactly, else -1.
   int64_t v_of(const Sizes& s) const;
   // The same plan in a k times smaller unit: a graph that sees only 4n

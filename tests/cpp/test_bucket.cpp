@@ -230,3 +230,49 @@ TEST(Bucket, APlanThatOnlyLookedAffineIsRefusedNotMisread) {
   EXPECT_FALSE(bucket::pad(relayout(2), *back, 2, 16, &why).has_value());
   EXPECT_NE(why.find("left over"), std::string::npos) << why;
 }
+
+namespace {
+
+// A decode step of prompt length n at position t: an attention mask of
+// n + t and a static cache of n + 8 rows.
+ir::Graph decode(int64_t n, int64_t t) {
+  ir::Graph g;
+  torchtpu::ops::Builder b(g);
+  ir::Value mask = g.parameter({ir::DType::kF32, {n + t}});
+  ir::Value cache = g.parameter({ir::DType::kF32, {n + 8, 4}});
+  g.outputs = {b.reduce_sum(mask, {0}), b.reduce_sum(cache, {0})};
+  return g;
+}
+
+}  // namespace
+
+TEST(Bucket, TwoIndependentSizesKeepThePlanThatCoversLaterPrompts) {
+  for (int64_t step : {1, 2, 3}) {
+    // Prompt n at positions 1..4, then prompt n + step at positions 1 and 2.
+    const int64_t n = 10, m = n + step;
+    std::vector<bucket::Sizes> seen;
+    for (int64_t t = 1; t <= 4; ++t) seen.push_back(bucket::sizes_of(decode(n, t)));
+    seen.push_back(bucket::sizes_of(decode(m, 1)));
+    std::vector<const bucket::Sizes*> ptrs;
+    for (const bucket::Sizes& s : seen) ptrs.push_back(&s);
+    auto plan = bucket::Plan::fit_seen(ptrs, bucket::sizes_of(decode(m, 2)));
+    ASSERT_TRUE(plan.has_value()) << step;
+    // The plan over prompts at position 2 (mask and cache both vary), not
+    // the one over positions of prompt m, nor one where the cache grows
+    // twice as fast as the mask.
+    for (int64_t later : {m + 1, m + 5, int64_t{40}}) EXPECT_GE(plan->v_of(bucket::sizes_of(decode(later, 2))), 0) << step;
+    EXPECT_EQ(plan->v_of(bucket::sizes_of(decode(m, 3))), -1) << step;
+    // Nothing seen before: no plan; only the same prompt seen: its positions.
+    EXPECT_FALSE(bucket::Plan::fit_seen({}, seen[0]).has_value());
+    auto positions = bucket::Plan::fit_seen({ptrs[0]}, seen[1]);
+    ASSERT_TRUE(positions.has_value());
+    EXPECT_GE(positions->v_of(seen[3]), 0);
+  }
+  // Sizes that vary as v*v: three observations fit the square where the
+  // last two alone would fit a line.
+  const bucket::Sizes ta = bucket::sizes_of(triangle(5)), tb = bucket::sizes_of(triangle(7)),
+                      tc = bucket::sizes_of(triangle(10));
+  auto three = bucket::Plan::fit_seen({&ta, &tb}, tc);
+  ASSERT_TRUE(three.has_value());
+  EXPECT_EQ(three->v_of(bucket::sizes_of(triangle(13))), 13);
+}
