@@ -285,3 +285,34 @@ def test_writes_through_strided_views_of_varying_matrices_match_the_cpu(mode):
                 return torch.cat([r.flatten(), s.flatten(), torch.diagflat(x.to(dev)).flatten(),
                                   torch.diag_embed(m.to(dev)).flatten()])
             torch.testing.assert_close(run("tpu").cpu(), run("cpu"), rtol=0, atol=0)
+
+
+def last_logits(x, w_in, w_out):
+    h = torch.tanh(x @ w_in)  # [1, n, 8]: a bucketed output, padded beside its exact value
+    return h[:, -1:, :] @ w_out  # the last row, at a start that moves with n, as a language model's head reads it
+
+
+def test_a_strict_op_reads_the_last_row_of_a_padded_value():
+    """A Strict op reading one row at a start that moves with the size (a flat storage sliced at
+    (n - 1) * width) runs as its bucket's program: a new prompt length in a seen bucket compiles
+    nothing, and the rows past n (NaN padding) are never read."""
+    torch.manual_seed(0)
+    w_in, w_out = torch.randn(6, 8), torch.randn(8, 5)
+    w_in_d, w_out_d = w_in.to("tpu"), w_out.to("tpu")
+    counted = []
+
+    def lengths():
+        yield from (20, 21, 23, 26)
+        counted.append(_big_compilations())
+        yield from (22, 25, 27, 29, 31)
+        counted.append(_big_compilations())
+
+    with torchtpu.eager_mode("strict"):
+        torchtpu.debug.reset_metrics()
+        for n in lengths():  # one line: Strict's places in the op stream include the caller's
+            x = torch.randn(1, n, 6)
+            torch.testing.assert_close(last_logits(x.to("tpu"), w_in_d, w_out_d).cpu(), last_logits(x, w_in, w_out),
+                                       rtol=1e-5, atol=1e-5)
+        stats = torchtpu.debug.metrics()["buckets"]
+    assert stats["refused"] == 0, stats["last_refusal"]
+    assert counted[1] == counted[0], counted

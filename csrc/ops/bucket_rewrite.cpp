@@ -98,14 +98,18 @@ Value Rewriter::masked(Value x, const Layout& l, const std::vector<int64_t>& whi
 }
 
 // A flat storage parameter takes the factors of its finest reshape (the
-// tensor it holds, rather than a view merging its dims); one used
-// otherwise is a single padded dim.
+// tensor it holds, rather than a view merging its dims); one a slice reads
+// at a start moving by whole rows of a*(v + c) elements (the last token's
+// row of [n, a]) holds v + c rows of a; one used otherwise is a single
+// padded dim.
 Layout Rewriter::param_layout(int32_t node, size_t pos) {
   const ir::Node& p = g_.nodes()[node];
   Layout l = plain_layout(pos, p.results[0].dims.size());
   if (p.results[0].dims.size() != 1 || !padded(l)) return l;
-  size_t at = 0;
+  const Affine size = dim_aff(pos);
+  size_t at = 0, apos = 0;
   std::vector<Factor> best;
+  bool rows = false;
   for (int32_t i = 0; i < static_cast<int32_t>(g_.nodes().size()); ++i) {
     const ir::Node& n = g_.nodes()[i];
     if (i > node && std::strcmp(n.op, "stablehlo.reshape") == 0 && n.operands[0].node == node) {
@@ -116,9 +120,20 @@ Layout Rewriter::param_layout(int32_t node, size_t pos) {
       }
       if (padded_size(fs) == padded_size(l[0]) && fs.size() > best.size()) best = fs;
     }
+    if (i > node && std::strcmp(n.op, "stablehlo.slice") == 0 && n.operands[0].node == node && !n.attrs.empty() &&
+        n.attrs[0].ints.size() == 1) {
+      const Affine start = plan_.attrs[apos];  // start_indices, one int
+      rows |= size.q == 0 && size.a > 1 && size.b % size.a == 0 && start.q == 0 && start.a == size.a &&
+              start.b % size.a == 0;
+    }
     for (const ir::Type& t : n.results) at += t.dims.size();
+    for (const ir::Attr& a : n.attrs) apos += a.ints.size();
   }
   if (!best.empty()) return {best};
+  if (rows) {
+    const Affine inner{1, size.b / size.a};
+    return {{Factor{inner.at(v_), inner.at(bv_), inner}, Factor{size.a, size.a, Affine{0, size.a}}}};
+  }
   return l;
 }
 
