@@ -214,8 +214,11 @@ Buckets::State* Buckets::known(uint64_t skeleton, ops::bucket::Sizes& sizes) {
 }
 
 void Buckets::remember(State& s, ops::bucket::Sizes sizes) {
-  auto same = [&](const ops::bucket::Sizes& x) {
-    return x.dims == sizes.dims && x.attrs == sizes.attrs && x.constants == sizes.constants;
+  auto same = [&](const ops::bucket::Sizes& x) {  // constants bitwise: a NaN constant equals itself
+    return x.dims == sizes.dims && x.attrs == sizes.attrs && x.constants.size() == sizes.constants.size() &&
+           (x.constants.empty() ||
+            std::memcmp(x.constants.data(), sizes.constants.data(), x.constants.size() * sizeof(double)) == 0) &&
+           x.fixed == sizes.fixed;
   };
   if (!s.seen.empty() && same(s.seen.back())) return;
   auto it = std::find_if(s.seen.begin(), s.seen.end(), same);
@@ -255,11 +258,17 @@ std::shared_ptr<Buckets::Program> Buckets::program_for(const ir::Graph& g, int64
     State& st = *found_state;
     Fitted* f = nullptr;
     v = -1;
-    for (Fitted& c : st.plans)
-      if ((v = c.plan.v_of(sizes)) >= 0) {
-        f = &c;
-        break;
-      }
+    // Of the plans the sizes follow: one that buckets before one whose
+    // program did not compile, then the one with the most programs.
+    for (Fitted& c : st.plans) {
+      const int64_t cv = c.plan.v_of(sizes);
+      if (cv < 0) continue;
+      if (f && (c.refused.empty() != f->refused.empty() ? !c.refused.empty()
+                                                         : c.programs.size() <= f->programs.size()))
+        continue;
+      f = &c;
+      v = cv;
+    }
     if (!f) {
       std::vector<const ops::bucket::Sizes*> seen;
       for (const ops::bucket::Sizes& x : st.seen) seen.push_back(&x);
@@ -379,15 +388,15 @@ std::shared_ptr<Buckets::Program> Buckets::program_for(const ir::Graph& g, int64
 
 void Buckets::refuse(uint64_t skeleton, const std::string& why, const Program* held) {
   std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.refused;
+  stats_.last_refusal = "the bucket's program did not compile: " + why;
   auto it = states_.find(skeleton);
   if (it == states_.end()) return;
   for (Fitted& f : it->second.plans) {  // the plan that still holds that program
     auto found = f.programs.find(held->bucket);
     if (found == f.programs.end() || found->second.get() != held) continue;
-    ++stats_.refused;
-    f.refused = "the bucket's program did not compile: " + why;
+    f.refused = stats_.last_refusal;
     f.programs.clear();
-    stats_.last_refusal = f.refused;
   }
 }
 

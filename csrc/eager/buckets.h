@@ -115,8 +115,9 @@ class Buckets {
     uint64_t used = 0;
   };
   // The sizes a skeleton remembers, and the plans it keeps (least recently
-  // used dropped): a decode loop over prompts keeps one plan per position.
-  static constexpr size_t kSeen = 48, kPlans = 16;
+  // used dropped): a decode loop over prompts keeps one plan per position,
+  // so up to kPlans positions keep theirs across prompts.
+  static constexpr size_t kSeen = 96, kPlans = 48;
   static uint64_t key_of(const ops::bucket::Sizes& sizes, uint64_t place);
   // The state of `skeleton`, marked used; or null after remembering `sizes`
   // as its first. Called with mu_ held.

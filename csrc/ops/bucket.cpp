@@ -159,14 +159,14 @@ std::optional<Plan> Plan::fit_seen(const std::vector<const Sizes*>& seen, const 
           ++score[1];
           score[3] -= std::abs(f.a) + std::abs(f.q);
         }
-    if (!best || score > best_score) {  // a tie keeps the earlier candidate
+    if (!best || score > best_score) {  // a tie keeps the earlier candidate: the wider span
       best = std::move(p);
       best_score = score;
     }
   };
   const size_t k = seen.size();
   if (k >= 2) consider(fit(*seen[k - 2], *seen[k - 1], now), true);
-  for (size_t i = k; i-- > 0;) consider(fit(*seen[i], now), false);
+  for (size_t i = 0; i < k; ++i) consider(fit(*seen[i], now), false);
   return best;
 }
 
@@ -199,8 +199,7 @@ int64_t Plan::unit_for(const ir::Graph& g, int param, int64_t fixed) const {
 }
 
 int64_t Plan::v_of(const Sizes& s) const {
-  if (s.skeleton != skeleton || s.dims.size() != dims.size() || s.attrs.size() != attrs.size() || s.fixed != fixed)
-    return -1;
+  if (s.skeleton != skeleton || s.dims.size() != dims.size() || s.attrs.size() != attrs.size()) return -1;
   if (s.dims[ref] % unit != 0) return -1;
   const int64_t v = s.dims[ref] / unit;
   for (size_t i = 0; i < dims.size(); ++i)
@@ -212,7 +211,7 @@ int64_t Plan::v_of(const Sizes& s) const {
     const double want = constants[i] ? static_cast<double>(constants[i]->at(v)) : values[i];
     if (std::memcmp(&want, &s.constants[i], sizeof(want)) != 0) return -1;
   }
-  return v;
+  return s.fixed == fixed ? v : -1;  // last: the longest to compare, and the sizes tell most graphs apart
 }
 
 std::optional<Padded> pad(const ir::Graph& g, const Plan& plan, int64_t v, int64_t bucket_v, std::string* why) {

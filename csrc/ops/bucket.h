@@ -64,10 +64,13 @@ struct Plan {
   // those through `now` and one earlier size or the last two: the one that
   // the most of those sizes follow; then the one where the most sizes vary;
   // then the one from three sizes (it tells v*v from v); then the one with
-  // the smallest slopes; then the latest. Where two sizes vary independently
-  // (a prompt's length and a token's position in a decode loop over
-  // prompts), the plan over prompts at one position, which every later
-  // prompt follows, wins once two earlier prompts reached that position.
+  // the smallest slopes; then the one through the earliest size (the widest
+  // span). Where two sizes vary independently (a prompt's length and a
+  // token's position in a decode loop over prompts), the plan over prompts
+  // at one position, which every later prompt follows, wins once two
+  // earlier prompts reached that position; and of a prompt at two
+  // positions, the one it shares with the prompt before, not a neighbour
+  // where another size happens to stay fixed.
   static std::optional<Plan> fit_seen(const std::vector<const Sizes*>& seen, const Sizes& now);
   // v for a graph with these sizes when it follows the plan exactly, else -1.
   int64_t v_of(const Sizes& s) const;
