@@ -1,6 +1,7 @@
 """generate() over prompts of many lengths: a tiny Llama (width 32, 2
 layers) in Fused Eager (or Strict, --eager-mode strict) greedily generates 8 tokens for prompts of lengths
-1..max in steps, then again for lengths seen before, with Hugging Face's
+1..max in steps, then lengths between them (in buckets seen before; with
+--step 1, three lengths seen before again), with Hugging Face's
 default dynamic cache and with its static cache, each in its own process with
 a cold compilation cache. Prints one JSON line per cache: whether every
 generated sequence equals the CPU's, the large compilations (new program,
@@ -70,7 +71,10 @@ def main():
         child(a.child, [int(x) for x in a.lengths.split(",")], a.eager_mode)
         return
     first = list(range(1, a.max_len + 1, a.step))
-    again = sorted({first[len(first) // 2] + 1, first[1] + 1, first[-1] + 1} - set(first))
+    # Lengths not run yet whose buckets were (the last length's neighbour below, not
+    # above: past the largest length the cache may start a new bucket).
+    again = sorted({first[len(first) // 2] + 1, first[1] + 1, first[-1] - 1} - set(first))
+    again = again or [first[1], first[len(first) // 2], first[-1]]
     lengths = first + again
     for cache in a.caches.split(","):
         with tempfile.TemporaryDirectory() as d:
