@@ -89,63 +89,6 @@ at::Tensor empty_device(at::IntArrayRef sizes, at::ScalarType dtype, c10::Device
                                    dtype, std::nullopt);
 }
 
-std::vector<int64_t> iterator_strides(at::IntArrayRef shape, c10::ArrayRef<const at::Tensor*> inputs) {
-  const int64_t nd = static_cast<int64_t>(shape.size());
-  if (nd < 2 || inputs.empty()) return {};
-  // Fast setup: inputs of the output's shape, dense, with one set of strides
-  // give the output those strides.
-  bool same = true;
-  for (const at::Tensor* t : inputs)
-    same &= t->sizes().equals(shape) && t->is_non_overlapping_and_dense() && t->strides().equals(inputs[0]->strides());
-  if (same) return inputs[0]->is_contiguous() ? std::vector<int64_t>{} : inputs[0]->strides().vec();
-  // Per input, its strides aligned to the output's dims; 0 where broadcast.
-  std::vector<std::vector<int64_t>> strides;
-  for (const at::Tensor* p : inputs) {
-    const at::Tensor& t = *p;
-    const int64_t off = nd - t.dim();
-    if (off < 0) return {};
-    std::vector<int64_t> st(nd, 0);
-    for (int64_t i = 0; i < t.dim(); ++i) {
-      if (t.size(i) != shape[off + i] && t.size(i) != 1) return {};  // not elementwise over `shape`
-      st[off + i] = (t.size(i) == 1 && shape[off + i] != 1) ? 0 : t.stride(i);
-    }
-    strides.push_back(std::move(st));
-  }
-  // 1 when dim0 goes inside dim1, -1 when outside, 0 when no input decides.
-  auto should_swap = [&](int64_t d0, int64_t d1) {
-    for (const auto& st : strides) {
-      if (st[d0] == 0 || st[d1] == 0) continue;
-      if (st[d0] != st[d1]) return st[d0] < st[d1] ? -1 : 1;
-      if (shape[d0] > shape[d1]) return 1;
-    }
-    return 0;
-  };
-  std::vector<int64_t> perm(nd);  // innermost first
-  for (int64_t i = 0; i < nd; ++i) perm[i] = nd - 1 - i;
-  for (int64_t i = 1; i < nd; ++i) {
-    int64_t d1 = i;
-    for (int64_t d0 = i - 1; d0 >= 0; --d0) {
-      int c = should_swap(perm[d0], perm[d1]);
-      if (c > 0) {
-        std::swap(perm[d0], perm[d1]);
-        d1 = d0;
-      } else if (c < 0) {
-        break;
-      }
-    }
-  }
-  bool rowmajor = true;
-  for (int64_t i = 0; i < nd; ++i) rowmajor &= perm[i] == nd - 1 - i;
-  if (rowmajor) return {};
-  std::vector<int64_t> out(nd);
-  int64_t next = 1;
-  for (int64_t i = 0; i < nd; ++i) {
-    out[perm[i]] = next;
-    next *= shape[perm[i]];
-  }
-  return out;
-}
-
 void check_same_device(const char* op, c10::Device device, std::initializer_list<const at::Tensor*> ts) {
   for (const at::Tensor* t : ts) {
     if (!t || !t->defined() || t->device() == device) continue;
