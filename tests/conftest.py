@@ -97,3 +97,14 @@ def each_mode(request):
         torchtpu.synchronize()
     finally:
         torchtpu.set_eager_mode(previous)
+
+
+@pytest.fixture
+def no_cpu_fallback(request):
+    """Fails the test if an op fell back to the CPU, except the ops its
+    `allow_fallback` marker names."""
+    torchtpu.debug.reset_metrics()
+    yield
+    allowed = set(getattr(request.node.get_closest_marker("allow_fallback"), "args", ()))
+    fallbacks = {k: v for k, v in torchtpu.debug.metrics()["cpu_fallbacks"].items() if k not in allowed}
+    assert fallbacks == {}, f"ops fell back to CPU: {fallbacks}"
