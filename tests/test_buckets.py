@@ -316,3 +316,33 @@ def test_a_strict_op_reads_the_last_row_of_a_padded_value():
         stats = torchtpu.debug.metrics()["buckets"]
     assert stats["refused"] == 0, stats["last_refusal"]
     assert counted[1] == counted[0], counted
+
+
+
+def rms_scale(x):
+    """An RMSNorm over [1, n] rows whose sizes are n itself."""
+    return torch.rsqrt(x.pow(2) + 1e-6) * x
+
+
+@pytest.mark.parametrize("mode", ["fused", "strict"])
+def test_a_size_of_one_before_any_bucket_runs_as_it_is_and_keeps_the_plan(mode):
+    """A decode step (n = 1) reaching a prefill's place before any of its buckets compiled
+    does not build a bucket's program at size 1 (a size 1 broadcasts) and does not stop the
+    plan: later prefills bucket, and after 9 and 17 compiled the buckets of 16 and 32, lengths
+    in them compile nothing."""
+    counted = []
+
+    def lengths():
+        yield from (5, 1, 9, 17)
+        counted.append(_big_compilations())
+        yield from (12, 1, 25, 30, 1)
+        counted.append(_big_compilations())
+
+    with torchtpu.eager_mode(mode):
+        torchtpu.debug.reset_metrics()
+        for n in lengths():  # one line: Strict's places in the op stream include the caller's
+            x = torch.randn(1, n)
+            torch.testing.assert_close(rms_scale(x.to("tpu")).cpu(), rms_scale(x), rtol=1e-6, atol=1e-6)
+        stats = torchtpu.debug.metrics()["buckets"]
+    assert counted[1] == counted[0], counted
+    assert stats["programs"] > 0

@@ -1,7 +1,6 @@
 #include "eager/buckets.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -32,9 +31,6 @@ ops::bucket::Port at_size(ops::bucket::Port p, int64_t v) {
   return p;
 }
 
-// Names where a port's elements lie in its padded flat value (the sequence
-// of its factors, fixed ones merged), and its dtype: a twin (slot.h) fits a
-// port of another program when the names are equal.
 int64_t bytes_of(const ops::bucket::Port& p, ir::DType dtype) {
   int64_t n = ir::byte_size(dtype);
   for (int64_t d : p.padded) n *= d;
@@ -56,6 +52,9 @@ int64_t fixed_of(const ops::bucket::Port& p) {
   return varying == 1 ? fixed : 0;
 }
 
+// Names where a port's elements lie in its padded flat value (the sequence
+// of its factors, fixed ones merged), and its dtype: a twin (slot.h) fits a
+// port of another program when the names are equal.
 uint64_t layout_of(const ops::bucket::Port& p, ir::DType dtype) {
   uint64_t h = 0x9E3779B97F4A7C15ULL ^ static_cast<uint64_t>(dtype);
   auto mix = [&](int64_t x) { h = (h ^ static_cast<uint64_t>(x)) * 0x100000001B3ULL + (h >> 29); };
@@ -247,8 +246,7 @@ std::shared_ptr<Buckets::Program> Buckets::program_for(const ir::Graph& g, int64
   std::shared_ptr<Program> prog;
   int64_t& v = *v_out;
   bool fresh = false;
-  // The smallest compiled program of a larger bucket that may stand in
-  // for this bucket's while it compiles in the background.
+  // The smallest compiled larger bucket's program, to stand in while this bucket's compiles.
   std::shared_ptr<Program> stand_in;
   const uint64_t skeleton = key_of(sizes, place);
   {
@@ -327,6 +325,8 @@ std::shared_ptr<Buckets::Program> Buckets::program_for(const ir::Graph& g, int64
         prog = stand_in;
         ++stats_.stand_ins;
       }
+    } else if (!s.plan.pads(v, *bucket)) {  // built at a size 1 (a decode step's): the plan stays
+      return nullptr;
     } else {
       std::string why;
       std::optional<ops::bucket::Padded> padded = ops::bucket::pad(g, s.plan, v, *bucket, &why);
@@ -355,8 +355,7 @@ std::shared_ptr<Buckets::Program> Buckets::program_for(const ir::Graph& g, int64
     }
   }
   if (fresh && prog->compiling) {
-    // Compiled in the background (outside the lock: its end takes it)
-    // unless a cache tier holds it already.
+    // Compiled in the background (outside the lock: its end takes it) unless a cache tier holds it.
     Runtime& rt = Runtime::get();
     if (!rt.cache().held(ir::graph_key(*prog->graph, rt.salt()))) {
       {

@@ -198,6 +198,13 @@ int64_t Plan::unit_for(const ir::Graph& g, int param, int64_t fixed) const {
   return 1;
 }
 
+bool Plan::pads(int64_t v, int64_t bucket) const {
+  if (v < 2 || bucket < v) return false;
+  for (const Affine& a : dims)
+    if (a.varies() && (a.at(v) < 2 || a.at(bucket) < a.at(v))) return false;
+  return true;
+}
+
 int64_t Plan::v_of(const Sizes& s) const {
   if (s.skeleton != skeleton || s.dims.size() != dims.size() || s.attrs.size() != attrs.size()) return -1;
   if (s.dims[ref] % unit != 0) return -1;

@@ -74,6 +74,9 @@ struct Plan {
   static std::optional<Plan> fit_seen(const std::vector<const Sizes*>& seen, const Sizes& now);
   // v for a graph with these sizes when it follows the plan exactly, else -1.
   int64_t v_of(const Sizes& s) const;
+  // Whether a graph at size v pads to `bucket`: v and every varying size
+  // at least 2 (a size 1 broadcasts), none shrinking in the bucket.
+  bool pads(int64_t v, int64_t bucket) const;
   // The same plan in a k times smaller unit: a graph that sees only 4n
   // (a [4, n] batch flattened) measures n, as the programs around it do.
   Plan scaled(int64_t k) const;
