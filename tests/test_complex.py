@@ -288,3 +288,73 @@ def test_addcmul_addcdiv_with_complex_operands(dtype):
     x = crand(4, dtype=dtype, seed=4)
     close(x.to(dev).addcmul_(x.to(dev), x.to(dev), value=1j), x.clone().addcmul_(x, x, value=1j))
     close(x.to(dev).addcdiv_(x.to(dev), x.to(dev) + 1, value=-0.5), x.clone().addcdiv_(x, x + 1, value=-0.5))
+
+
+@pytest.mark.usefixtures("each_mode", "no_cpu_fallback")
+@pytest.mark.parametrize("dtype", CDTYPES, ids=str)
+def test_lu_family_and_triangular_solves(dtype):
+    """LU (pivots by |re| + |im|, as LAPACK's), its solves with and without the adjoint
+    (conjugate transpose) from either side, solve, inv, det, slogdet and the triangular solves,
+    against the CPU, on the device (no fallback)."""
+    a, b, bl = crand(3, 5, 5, dtype=dtype, seed=1), crand(3, 5, 2, dtype=dtype, seed=2), crand(3, 2, 5, dtype=dtype, seed=3)
+    lu, piv = torch.linalg.lu_factor(a)
+    lu_d, piv_d = torch.linalg.lu_factor(a.to(dev))
+    close(lu_d, lu)
+    assert torch.equal(piv_d.cpu(), piv)
+    for left in (True, False):
+        for adjoint in (False, True):
+            rhs = b if left else bl
+            close(torch.linalg.lu_solve(lu_d, piv_d, rhs.to(dev), left=left, adjoint=adjoint),
+                  torch.linalg.lu_solve(lu, piv, rhs, left=left, adjoint=adjoint), rtol=1e-4, atol=1e-4)
+    for got, want in zip(torch.linalg.lu(a.to(dev)), torch.linalg.lu(a)):
+        close(got, want)
+    close(torch.linalg.solve(a.to(dev), b.to(dev)), torch.linalg.solve(a, b), rtol=1e-4, atol=1e-4)
+    close(torch.linalg.inv(a.to(dev)), torch.linalg.inv(a), rtol=1e-4, atol=1e-4)
+    for m in (a, a.mT):  # contiguous and not
+        close(torch.linalg.det(m.to(dev)), torch.linalg.det(m), rtol=1e-4, atol=1e-4)
+    sign, logabs = torch.linalg.slogdet(a)
+    sign_d, logabs_d = torch.linalg.slogdet(a.to(dev))
+    assert logabs_d.dtype == logabs.dtype
+    close(sign_d, sign, rtol=1e-4, atol=1e-4)
+    close(logabs_d, logabs, rtol=1e-4, atol=1e-4)
+    t = torch.triu(a) + 3 * torch.eye(5)
+    for upper in (True, False):
+        m = t if upper else t.mT.contiguous()
+        for left in (True, False):
+            rhs = b if left else bl
+            close(torch.linalg.solve_triangular(m.to(dev), rhs.to(dev), upper=upper, left=left),
+                  torch.linalg.solve_triangular(m, rhs, upper=upper, left=left), rtol=1e-4, atol=1e-4)
+        for transpose in (False, True):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # triangular_solve is deprecated
+                got = torch.triangular_solve(b.to(dev), m.to(dev), upper=upper, transpose=transpose)[0]
+                want = torch.triangular_solve(b, m, upper=upper, transpose=transpose)[0]
+            close(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_eig_backward_and_complex_solve_backward():
+    """linalg.eig's backward solves complex systems: on the device now, as on the CPU."""
+    a = torch.randn(4, 4, dtype=torch.float64, requires_grad=True)
+    a_d = a.detach().to(dev).requires_grad_()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # eig itself: the counted CPU fallback
+        for x in (a, a_d):
+            w, v = torch.linalg.eig(x)
+            (w.abs().sum() + v.abs().sum()).backward()
+    close(a_d.grad, a.grad)
+    x = crand(4, 4, seed=5).requires_grad_()
+    x_d = x.detach().to(dev).requires_grad_()
+    for m in (x, x_d):
+        torch.linalg.solve(m, torch.ones(4, 1, dtype=m.dtype, device=m.device)).abs().sum().backward()
+    close(x_d.grad, x.grad, rtol=1e-4, atol=1e-4)
+
+
+def test_complex_cholesky_runs_through_the_counted_cpu_fallback():
+    a = crand(4, 4, dtype=torch.complex128, seed=6)
+    h = a @ a.mH + 5 * torch.eye(4)
+    torchtpu.debug.reset_metrics()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = torch.linalg.cholesky(h.to(dev))
+    assert torchtpu.debug.metrics()["cpu_fallbacks"].get("aten::linalg_cholesky_ex") == 1
+    close(got, torch.linalg.cholesky(h))

@@ -36,6 +36,9 @@ const std::set<std::string>& complex_kernels() {
       "add", "sub", "rsub", "mul", "div", "neg", "reciprocal", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh",
       "abs", "sgn", "angle", "isnan", "eq", "ne", "sum", "mean", "prod", "mm", "bmm", "addmm", "dot", "mv", "pow",
       "addcmul", "addcdiv",
+      // linear algebra on LU (complex pivots by |re| + |im|, as LAPACK)
+      "linalg_lu_factor_ex", "linalg_lu", "linalg_lu_solve", "lu_unpack", "linalg_solve_triangular",
+      "triangular_solve",
   };
   return *s;
 }

@@ -1,7 +1,8 @@
 // Linear algebra kernels: triangular solves, the Cholesky family and LU
 // (factor, unpack, solve). Argument checks run PyTorch's own meta functions
 // (the op called on meta tensors) so errors read as on the CPU. Like the
-// CPU, only float32 and float64 are computed; other dtypes raise. Matrices
+// CPU, only float32 and float64 (and complex for LU and triangular solves;
+// complex Cholesky goes to the CPU fallback) are computed; other dtypes raise. Matrices
 // larger than ops::kMaxUnrolledColumns go to the CPU fallback.
 #include <ATen/Operators.h>
 #include <ATen/native/CPUFallback.h>
@@ -22,9 +23,12 @@ at::Tensor meta(const at::Tensor& t) {
   return at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kMeta));
 }
 
-void check_dtype(const char* op, const at::Tensor& t) {
-  TORCH_CHECK_NOT_IMPLEMENTED(t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble, "\"", op,
-                              "\" not implemented for '", t.scalar_type(), "'");
+// `complex`: complex64 and complex128 are computed too.
+void check_dtype(const char* op, const at::Tensor& t, bool complex = false) {
+  const at::ScalarType s = t.scalar_type();
+  TORCH_CHECK_NOT_IMPLEMENTED(s == at::kFloat || s == at::kDouble || (complex && (s == at::kComplexFloat ||
+                                                                                 s == at::kComplexDouble)),
+                              "\"", op, "\" not implemented for '", s, "'");
 }
 
 bool unrolled(const at::Tensor& a) {
@@ -43,7 +47,7 @@ at::Tensor& solve_triangular_impl(const at::Tensor& A, const at::Tensor& B, bool
   at::native::checkInputsSolver(A, B, left, "linalg.solve_triangular");
   TORCH_CHECK(A.scalar_type() == B.scalar_type(), "linalg.solve_triangular: Expected A and B to have the same dtype, ",
               "but found A of type ", A.scalar_type(), " and B of type ", B.scalar_type(), " instead");
-  check_dtype("linalg_solve_triangular", A);
+  check_dtype("linalg_solve_triangular", A, /*complex=*/true);
   auto [B_, A_] = at::native::_linalg_broadcast_batch_dims(B, A, nullptr);
   Kernel k(op, B);
   k.column_major(true);
@@ -74,7 +78,7 @@ std::tuple<at::Tensor, at::Tensor> triangular_solve_impl(const at::Tensor& self,
                                                          at::Tensor* M) {
   const char* op = "aten::triangular_solve";
   at::triangular_solve(meta(self), meta(A), upper, transpose, unitriangular);
-  check_dtype("triangular_solve_cpu", self);
+  check_dtype("triangular_solve_cpu", self, /*complex=*/true);
   auto [self_, A_] = at::native::_linalg_broadcast_batch_dims(self, A, "triangular_solve");
   Kernel k(op, self);
   k.column_major(true);
@@ -115,7 +119,7 @@ std::tuple<at::Tensor, at::Tensor> cholesky_impl(const char* op, const at::Tenso
 
 std::tuple<at::Tensor, at::Tensor> linalg_cholesky_ex(const at::Tensor& A, bool upper, bool check_errors) {
   at::linalg_cholesky_ex(meta(A), upper, check_errors);
-  if (!unrolled(A))
+  if (!unrolled(A) || A.is_complex())
     return at::native::call_fallback_fn<&cpu_fallback, ATEN_OP(linalg_cholesky_ex)>::call(A, upper, check_errors);
   auto [l, info] = cholesky_impl("aten::linalg_cholesky_ex", A, upper, nullptr, nullptr);
   if (check_errors) at::_linalg_check_errors(info, "linalg.cholesky_ex", A.dim() == 2);
@@ -125,7 +129,7 @@ std::tuple<at::Tensor, at::Tensor> linalg_cholesky_ex(const at::Tensor& A, bool 
 std::tuple<at::Tensor&, at::Tensor&> linalg_cholesky_ex_out(const at::Tensor& A, bool upper, bool check_errors,
                                                             at::Tensor& L, at::Tensor& info) {
   at::linalg_cholesky_ex(meta(A), upper, check_errors);
-  if (!unrolled(A))
+  if (!unrolled(A) || A.is_complex())
     return at::native::call_fallback_fn<&cpu_fallback, ATEN_OP2(linalg_cholesky_ex, L)>::call(A, upper, check_errors,
                                                                                              L, info);
   cholesky_impl("aten::linalg_cholesky_ex.L", A, upper, &L, &info);
@@ -137,7 +141,8 @@ std::tuple<at::Tensor&, at::Tensor&> linalg_cholesky_ex_out(const at::Tensor& A,
 at::Tensor cholesky_kernel(const at::Tensor& self, bool upper) {
   if (self.numel() == 0) return at::empty_like(self);
   at::native::squareCheckInputs(self, "cholesky");
-  if (!unrolled(self)) return at::native::call_fallback_fn<&cpu_fallback, ATEN_OP(cholesky)>::call(self, upper);
+  if (!unrolled(self) || self.is_complex())
+    return at::native::call_fallback_fn<&cpu_fallback, ATEN_OP(cholesky)>::call(self, upper);
   auto [l, info] = cholesky_impl("aten::cholesky", self, upper, nullptr, nullptr);
   at::_linalg_check_errors(info, "cholesky", self.dim() == 2);
   return l;
@@ -257,7 +262,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lu_factor_impl(const at::Tensor& 
                                                               at::Tensor* LU, at::Tensor* piv, at::Tensor* info) {
   const char* op = "aten::linalg_lu_factor_ex";
   at::linalg_lu_factor_ex(meta(A), pivot, check_errors);
-  check_dtype("lu_cpu", A);
+  check_dtype("lu_cpu", A, /*complex=*/true);
   TORCH_CHECK(pivot || A.numel() == 0, "linalg.lu_factor: LU without pivoting is not implemented on the CPU");
   Kernel k(op, A);
   lin::LuResult r = lin::lu_factor(k.b(), k.in(A));
@@ -360,7 +365,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linalg_lu_impl(const at::Tensor& 
                                                               at::Tensor* L, at::Tensor* U) {
   const char* op = "aten::linalg_lu";
   auto [mp, ml, mu] = at::linalg_lu(meta(A), pivot);
-  check_dtype("lu_cpu", A);
+  check_dtype("lu_cpu", A, /*complex=*/true);
   TORCH_CHECK(pivot || A.numel() == 0, "linalg.lu_factor: LU without pivoting is not implemented on the CPU");
   Kernel k(op, A);
   Builder& b = k.b();
@@ -405,7 +410,7 @@ at::Tensor& lu_solve_impl(const at::Tensor& LU, const at::Tensor& pivots, const 
                           bool adjoint, at::Tensor* out, at::Tensor& storage) {
   const char* op = "aten::linalg_lu_solve";
   at::linalg_lu_solve(meta(LU), meta(pivots), meta(B), left, adjoint);
-  check_dtype("linalg_lu_solve_cpu", LU);
+  check_dtype("linalg_lu_solve_cpu", LU, /*complex=*/true);
   auto [B_, LU_] = at::native::_linalg_broadcast_batch_dims(B, LU, nullptr);
   std::vector<int64_t> pshape = batch_sizes(LU_, 1);
   at::Tensor piv_ = pivots.expand(pshape);
@@ -415,7 +420,8 @@ at::Tensor& lu_solve_impl(const at::Tensor& LU, const at::Tensor& pivots, const 
   if (B_.numel() > 0) {
     Value lu = k.in(LU_);
     const int64_t n = LU.size(-1);
-    // X A = B is A^T X^T = B^T.
+    // A^H X = B solves with conj(A) transposed; X A = B is A^T X^T = B^T.
+    if (adjoint) lu = b.conj(lu);
     if (!left) {
       x = lin::matrix_transpose(b, x);
       adjoint = !adjoint;

@@ -89,12 +89,12 @@ bool lowered(const at::Tensor& A) {
          A.size(-1) <= ops::kMaxUnrolledColumns;
 }
 
-// det and slogdet in one graph: factor A (A^T when contiguous, as the CPU),
+// det and slogdet in one graph: factor A (A^T when real and contiguous, as the CPU),
 // then the pivots' sign and the diagonal of U. Outputs are written into the
 // given tensors (resized).
 void det_into(const at::Tensor& A, at::Tensor& result, at::Tensor& LU, at::Tensor& pivots) {
   auto [mr, mlu, mp] = at::_linalg_det(meta(A));
-  const at::Tensor A_ = A.is_contiguous() ? A.mH() : A;
+  const at::Tensor A_ = A.is_contiguous() && !A.is_complex() ? A.mH() : A;
   if (!lowered(A)) {
     at::Tensor info = at::empty({0}, A.options().dtype(at::kInt));
     at::linalg_lu_factor_ex_out(LU, pivots, info, A_);
@@ -129,7 +129,7 @@ std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> linalg_det_out(const at::Tenso
 
 void slogdet_into(const at::Tensor& A, at::Tensor& sign, at::Tensor& logabsdet, at::Tensor& LU, at::Tensor& pivots) {
   auto [ms, ml, mlu, mp] = at::_linalg_slogdet(meta(A));
-  const at::Tensor A_ = A.is_contiguous() ? A.mH() : A;
+  const at::Tensor A_ = A.is_contiguous() && !A.is_complex() ? A.mH() : A;
   if (!lowered(A)) {
     at::Tensor info = at::empty({0}, A.options().dtype(at::kInt));
     at::linalg_lu_factor_ex_out(LU, pivots, info, A_);
@@ -159,7 +159,8 @@ void slogdet_into(const at::Tensor& A, at::Tensor& sign, at::Tensor& logabsdet, 
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> linalg_slogdet(const at::Tensor& A) {
-  at::Tensor sign = at::empty({0}, A.options()), logabsdet = at::empty({0}, A.options());
+  at::Tensor sign = at::empty({0}, A.options());
+  at::Tensor logabsdet = at::empty({0}, A.options().dtype(c10::toRealValueType(A.scalar_type())));
   at::Tensor LU = at::empty({0}, A.options()), pivots = at::empty({0}, A.options().dtype(at::kInt));
   slogdet_into(A, sign, logabsdet, LU, pivots);
   return {sign, logabsdet, LU, pivots};

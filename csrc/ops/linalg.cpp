@@ -174,10 +174,11 @@ LuResult lu_factor(Builder& b, Value a) {
   auto c32 = [&](int64_t v, const Dims& dims) { return b.constant(DType::kS32, static_cast<double>(v), dims); };
   for (int64_t j = 0; j < k && bs > 0; ++j) {
     Value col = b.reshape(slice_matrix(b, x, 0, m, j, j + 1), {bs, m});
-    Value mag = b.abs(col);
+    // Complex pivots by |re| + |im|, as LAPACK's izamax.
+    Value mag = ir::is_complex(t) ? b.add(b.abs(b.real(col)), b.abs(b.imag(col))) : b.abs(col);
     Value below = b.compare(row2, c32(j, {bs, m}), Cmp::kGE);
     Value is_nan = b.compare(mag, mag, Cmp::kNE);
-    Value cand = b.select(b.logical_and(below, b.logical_not(is_nan)), mag, b.constant(t, -1, {bs, m}));
+    Value cand = b.select(b.logical_and(below, b.logical_not(is_nan)), mag, b.constant(b.dtype(mag), -1, {bs, m}));
     Value best = b.reduce_max(cand, {1});
     Value at_best = b.logical_and(below, b.compare(mag, b.broadcast_in_dim(best, {bs, m}, {0}), Cmp::kEQ));
     Value p = b.reduce_min(b.select(at_best, row2, c32(m, {bs, m})), {1});
