@@ -15,6 +15,15 @@ def _big_compilations():
     return c["new_program"] + c["new_shape"] + c["new_attributes"] + c["new_bucket"]
 
 
+def two_phases(first, then, counted):
+    """Yields the sizes of `first`, then of `then`, appending the compilations so far to
+    `counted` after each: iterated from one line (Strict's places include the caller's line)."""
+    yield from first
+    counted.append(_big_compilations())
+    yield from then
+    counted.append(_big_compilations())
+
+
 def attention_like(x, w):
     """Reductions, softmax, a contraction and a mean over the varying dim."""
     h = torch.tanh(x @ w)                       # [b, n, d]
@@ -300,23 +309,15 @@ def test_a_strict_op_reads_the_last_row_of_a_padded_value():
     w_in, w_out = torch.randn(6, 8), torch.randn(8, 5)
     w_in_d, w_out_d = w_in.to("tpu"), w_out.to("tpu")
     counted = []
-
-    def lengths():
-        yield from (20, 21, 23, 26)
-        counted.append(_big_compilations())
-        yield from (22, 25, 27, 29, 31)
-        counted.append(_big_compilations())
-
     with torchtpu.eager_mode("strict"):
         torchtpu.debug.reset_metrics()
-        for n in lengths():  # one line: Strict's places in the op stream include the caller's
+        for n in two_phases((20, 21, 23, 26), (22, 25, 27, 29, 31), counted):  # one line: Strict's places in the op stream include the caller's
             x = torch.randn(1, n, 6)
             torch.testing.assert_close(last_logits(x.to("tpu"), w_in_d, w_out_d).cpu(), last_logits(x, w_in, w_out),
                                        rtol=1e-5, atol=1e-5)
         stats = torchtpu.debug.metrics()["buckets"]
     assert stats["refused"] == 0, stats["last_refusal"]
     assert counted[1] == counted[0], counted
-
 
 
 def rms_scale(x):
@@ -331,16 +332,9 @@ def test_a_size_of_one_before_any_bucket_runs_as_it_is_and_keeps_the_plan(mode):
     plan: later prefills bucket, and after 9 and 17 compiled the buckets of 16 and 32, lengths
     in them compile nothing."""
     counted = []
-
-    def lengths():
-        yield from (5, 1, 9, 17)
-        counted.append(_big_compilations())
-        yield from (12, 1, 25, 30, 1)
-        counted.append(_big_compilations())
-
     with torchtpu.eager_mode(mode):
         torchtpu.debug.reset_metrics()
-        for n in lengths():  # one line: Strict's places in the op stream include the caller's
+        for n in two_phases((5, 1, 9, 17), (12, 1, 25, 30, 1), counted):  # one line: Strict's places in the op stream include the caller's
             x = torch.randn(1, n)
             torch.testing.assert_close(rms_scale(x.to("tpu")).cpu(), rms_scale(x), rtol=1e-6, atol=1e-6)
         stats = torchtpu.debug.metrics()["buckets"]

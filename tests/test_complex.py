@@ -349,12 +349,20 @@ def test_eig_backward_and_complex_solve_backward():
     close(x_d.grad, x.grad, rtol=1e-4, atol=1e-4)
 
 
-def test_complex_cholesky_runs_through_the_counted_cpu_fallback():
+def test_complex_cholesky_family_runs_through_the_counted_cpu_fallback():
     a = crand(4, 4, dtype=torch.complex128, seed=6)
+    b = crand(4, 2, dtype=torch.complex128, seed=7)
     h = a @ a.mH + 5 * torch.eye(4)
+    l = torch.linalg.cholesky(h)
     torchtpu.debug.reset_metrics()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         got = torch.linalg.cholesky(h.to(dev))
-    assert torchtpu.debug.metrics()["cpu_fallbacks"].get("aten::linalg_cholesky_ex") == 1
-    close(got, torch.linalg.cholesky(h))
+        solved = torch.cholesky_solve(b.to(dev), l.to(dev))
+        inverse = torch.cholesky_inverse(l.to(dev))
+    fallbacks = torchtpu.debug.metrics()["cpu_fallbacks"]
+    for op in ("aten::linalg_cholesky_ex", "aten::_cholesky_solve_helper", "aten::cholesky_inverse"):
+        assert fallbacks.get(op) == 1, fallbacks
+    close(got, l)
+    close(solved, torch.cholesky_solve(b, l))
+    close(inverse, torch.cholesky_inverse(l))

@@ -158,6 +158,8 @@ at::Tensor& cholesky_out(const at::Tensor& self, bool upper, at::Tensor& out) {
 // A X = B with A = L L^T (or U^T U) from its factor; B and A already
 // broadcast by cholesky_solve.
 at::Tensor cholesky_solve_helper(const at::Tensor& self, const at::Tensor& A, bool upper) {
+  if (self.is_complex())  // conjugate-transposed factors: computed on the CPU
+    return at::native::call_fallback_fn<&cpu_fallback, ATEN_OP(_cholesky_solve_helper)>::call(self, A, upper);
   check_dtype("cholesky_solve_cpu", self);
   Kernel k("aten::_cholesky_solve_helper", self);
   k.column_major(true);
@@ -214,12 +216,16 @@ at::Tensor& cholesky_inverse_impl(const at::Tensor& self, bool upper, at::Tensor
 }
 
 at::Tensor cholesky_inverse(const at::Tensor& self, bool upper) {
+  if (self.is_complex())
+    return at::native::call_fallback_fn<&cpu_fallback, ATEN_OP(cholesky_inverse)>::call(self, upper);
   at::Tensor r;
   cholesky_inverse_impl(self, upper, nullptr, r);
   return r;
 }
 
 at::Tensor& cholesky_inverse_out(const at::Tensor& self, bool upper, at::Tensor& out) {
+  if (self.is_complex())
+    return at::native::call_fallback_fn<&cpu_fallback, ATEN_OP2(cholesky_inverse, out)>::call(self, upper, out);
   at::Tensor r;
   cholesky_inverse_impl(self, upper, &out, r);
   return out;
