@@ -489,20 +489,22 @@ void Runtime::set_memory_fraction(int device, double fraction) { fraction_[devic
 std::string Runtime::allocation_failure(int64_t nbytes, int device) const {
   const int64_t cap = memory_capacity(device);
   if (cap <= 0 || nbytes <= 0) return "";
-  const std::string what = "tpu out of memory: tried to allocate " + human_bytes(nbytes) + " on tpu:" +
-                           std::to_string(device) + " (";
+  // Every op's outputs pass here: the text is built only when they do not fit.
+  auto what = [&] {
+    return "tpu out of memory: tried to allocate " + human_bytes(nbytes) + " on tpu:" + std::to_string(device) + " (";
+  };
   const double fraction = fraction_[device];
   if (fraction < 1.0) {
     const int64_t limit = static_cast<int64_t>(fraction * static_cast<double>(cap));
     const int64_t mine = memory_[device].bytes();
     if (nbytes > limit - mine)
-      return what + "per-process limit " + human_bytes(limit) + ", " + std::to_string(fraction) + " of capacity " +
-             human_bytes(cap) + ", set by torch.tpu.set_per_process_memory_fraction; " + human_bytes(mine) +
-             " held by live tpu tensors)";
+      return what() + "per-process limit " + human_bytes(limit) + ", " + std::to_string(fraction) +
+             " of capacity " + human_bytes(cap) + ", set by torch.tpu.set_per_process_memory_fraction; " +
+             human_bytes(mine) + " held by live tpu tensors)";
   }
   const int64_t held = memory_held(device);
   if (nbytes <= cap - held) return "";
-  return what + "capacity " + human_bytes(cap) + (shared_host_memory_ ? ", the host's memory" : "") + "; " +
+  return what() + "capacity " + human_bytes(cap) + (shared_host_memory_ ? ", the host's memory" : "") + "; " +
          human_bytes(held) + " held by live tpu tensors)";
 }
 
