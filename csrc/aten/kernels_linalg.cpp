@@ -1,9 +1,9 @@
 // Linear algebra kernels: triangular solves, the Cholesky family and LU
 // (factor, unpack, solve). Argument checks run PyTorch's own meta functions
 // (the op called on meta tensors) so errors read as on the CPU. Like the
-// CPU, only float32 and float64 (and complex for LU and triangular solves;
-// complex Cholesky goes to the CPU fallback) are computed; other dtypes raise. Matrices
-// larger than ops::kMaxUnrolledColumns go to the CPU fallback.
+// CPU, float32, float64 and (LU, triangular solves) complex are computed;
+// other dtypes raise. Complex Cholesky and matrices larger than
+// ops::kMaxUnrolledColumns go to the CPU fallback.
 #include <ATen/Operators.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/LinearAlgebraUtils.h>
