@@ -346,7 +346,14 @@ FUSED = textwrap.dedent(r'''
     errors = run_ranks(two_groups, "fused_two_groups")
     assert not errors, errors
     d = delta(before)
-    assert d["staged_programs"] == N and d["fused_programs"] == 2, d
+    # Each of the five group collectives ran once, as one replicated
+    # execution: the two-group program runs apart on each rank (its three
+    # collectives), and each pair's program after it runs whole. A rank
+    # held off the CPU long enough (its pending program idle for 100 ms while
+    # its pair waits) has its pending ops materialized early; that pair's
+    # collective then runs as its own execution, which changes the counts
+    # by one and no value.
+    assert d["device_programs"] == 5 and d["staged_programs"] <= N and d["fused_programs"] >= 1, d
 
     # Fused Eager collectives and a compiled function holding one, on the same
     # ranks: the compiled program reads the pending result of the eager one.
