@@ -81,6 +81,16 @@ def test_training_matches_single_process(nproc, mode, tmp_path):
         assert len(re.findall(rf"rank \d+ {part} ok", out)) == nproc, part
 
 
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_host_staged_collectives_return_before_they_run(mode):
+    """all_reduce, all_gather_into_tensor and reduce_scatter_tensor (whole
+    tensors, views, strided inputs, a pre-multiplied sum) read back by later
+    device ops with no sync point between, and an FSDP2 step whose only sync
+    point is the user's loss.item(); values as on the CPU."""
+    (rc, out), = finish([torchrun("queued.py", 2, TORCHTPU_EAGER_MODE=mode)], 300)
+    assert rc == 0 and ok_ranks(out) == [0, 1], out[-4000:]
+
+
 def ranks(case, world, tmp_path, timeout, **extra):
     """`world` plain processes of mpmd.py: rank 0 hosts the store, as with env:// init."""
     port = free_port()

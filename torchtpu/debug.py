@@ -107,7 +107,8 @@ _SYNC_CAUSES = {
 def sync_points() -> list:
     """Each user line that reached a sync point (a host read of a device
     value: `.item()`, `.cpu()`, `print`, a data-dependent shape, a Python
-    `if` on a tensor, a collective staged through the host), most frequent
+    `if` on a tensor, a host-staged collective that completes before it
+    returns), most frequent
     first: dicts with `site` (the user's line, "" where unknown), `op` (the
     ATen op that asked), `cause` (in words) and `count`. Since the last
     reset_metrics(). TORCHTPU_DEBUG=syncs prints each as it happens."""

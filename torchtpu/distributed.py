@@ -7,8 +7,10 @@ Collectives on tpu tensors go to the C++ backend (csrc/distributed): every
 collective is first agreed on by all ranks (a mismatch raises on every rank),
 then runs. On XLA:CPU, whose plugin has no cross-process collectives, it stages
 the tensors through a Gloo backend on the host, counted in
-`torchtpu.debug.metrics()["distributed"]`. CPU tensors of the same group run on
-that Gloo backend directly, after the same agreement.
+`torchtpu.debug.metrics()["distributed"]`; all_reduce, all_gather_into_tensor
+and reduce_scatter_tensor of tpu tensors return before they run (a CUDA
+stream's semantics; csrc/distributed/staging.h). CPU tensors of the same group
+run on that Gloo backend directly, after the same agreement.
 """
 import datetime
 import socket

@@ -1,7 +1,6 @@
 #include "distributed/backend.h"
 
 #include <ATen/ATen.h>
-#include <ATen/core/ivalue.h>
 #include <c10/core/ScalarType.h>
 #include <torch/csrc/distributed/c10d/reducer_timer.hpp>
 
@@ -10,6 +9,8 @@
 #include <mutex>
 #include <numeric>
 #include <sstream>
+
+#include "distributed/work.h"
 
 namespace torchtpu::distributed {
 
@@ -84,6 +85,13 @@ ReduceOp host_reduction(const ReduceOp& op, Tensors& inputs) {
   }
   return ReduceOp::SUM;
 }
+// Whether host_reduction can run off the issuing thread: a pre-multiplied
+// sum's factor is a number or a CPU tensor, not a device value to read.
+bool queueable(const ReduceOp& op) {
+  if (op.op_ != ReduceOp::PREMUL_SUM) return true;
+  auto* f = dynamic_cast<c10d::PreMulSumSupplement*>(op.supplement_.get());
+  return f && (!f->tensor_factor.defined() || f->tensor_factor.is_cpu());
+}
 void finish_reduction(const ReduceOp& op, Tensors& results, int size) {
   if (op.op_ != ReduceOp::AVG) return;
   for (auto& h : results) {
@@ -91,75 +99,6 @@ void finish_reduction(const ReduceOp& op, Tensors& results, int size) {
     else h.div_(size);
   }
 }
-
-// Work that finished before it was returned; its future holds the outputs.
-class DoneWork final : public c10d::Work {
- public:
-  DoneWork(int rank, c10d::OpType type, Tensors outputs)
-      : c10d::Work(rank, type), outputs_(std::move(outputs)),
-        future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors())) {
-    future_->markCompleted(c10::IValue(outputs_));
-  }
-  bool isCompleted() override { return true; }
-  bool isSuccess() const override { return true; }
-  bool wait(std::chrono::milliseconds) override { return true; }
-  Tensors result() override { return outputs_; }
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
-
- private:
-  Tensors outputs_;
-  c10::intrusive_ptr<c10::ivalue::Future> future_;
-};
-
-// Work still running on the host backend (send, recv); waiting for it runs
-// `finish` (recv copies into the tpu tensors) once.
-class HostWork final : public c10d::Work {
- public:
-  HostWork(int rank, c10d::OpType type, TpuBackend::Work host, std::function<void()> finish, Tensors outputs)
-      : c10d::Work(rank, type), host_(std::move(host)), finish_(std::move(finish)), outputs_(std::move(outputs)) {}
-  bool isCompleted() override { return finished_; }
-  bool isSuccess() const override { return finished_; }
-  bool wait(std::chrono::milliseconds timeout) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (finished_) return true;
-    host_->wait(timeout);
-    if (finish_) finish_();
-    finished_ = true;
-    return true;
-  }
-  Tensors result() override { return outputs_; }
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override {
-    wait(kNoTimeout);
-    auto f = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors());
-    f->markCompleted(c10::IValue(outputs_));
-    return f;
-  }
-
- private:
-  std::mutex mu_;
-  TpuBackend::Work host_;
-  std::function<void()> finish_;
-  Tensors outputs_;
-  bool finished_ = false;
-};
-
-// The ops of one coalesced group (startCoalescing .. endCoalescing): waits
-// for each.
-class GroupWork final : public c10d::Work {
- public:
-  GroupWork(int rank, std::vector<TpuBackend::Work> works)
-      : c10d::Work(rank, c10d::OpType::COALESCED), works_(std::move(works)) {}
-  bool isCompleted() override {
-    return std::all_of(works_.begin(), works_.end(), [](auto& w) { return w->isCompleted(); });
-  }
-  bool wait(std::chrono::milliseconds timeout) override {
-    for (auto& w : works_) w->wait(timeout);
-    return true;
-  }
-
- private:
-  std::vector<TpuBackend::Work> works_;
-};
 
 TpuBackend::Work done(int rank, c10d::OpType type, Tensors outputs = {}) {
   return c10::make_intrusive<DoneWork>(rank, type, std::move(outputs));
@@ -187,7 +126,7 @@ class HostTimer final : public c10d::Timer {
 TpuBackend::TpuBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                        std::chrono::milliseconds timeout, c10::intrusive_ptr<c10d::Backend> host)
     : c10d::Backend(rank, size), consensus_(std::make_unique<Consensus>(store, rank, size, timeout)),
-      host_(std::move(host)), timeout_(timeout) {
+      host_(std::move(host)), timeout_(timeout), queue_(std::make_unique<StagingQueue>()) {
   TORCH_CHECK(host_, "tpu_dist needs a host backend");
 }
 
@@ -210,7 +149,9 @@ void TpuBackend::local_only(const char* op) const {
               "gather and barrier");
 }
 
-void TpuBackend::agree(const std::string& op, const Tensors& tensors, const std::string& extra) {
+void TpuBackend::agree(const std::string& op, const Tensors& tensors, const std::string& extra, bool queued) {
+  if (queued) queue_->check();
+  else queue_->drain();
   std::ostringstream sig;
   sig << op;
   if (!extra.empty()) sig << "(" << extra << ")";
@@ -253,6 +194,11 @@ TpuBackend::Tensors TpuBackend::staged(const Tensors& tensors) {
   return h;
 }
 
+std::string TpuBackend::failure_text(const char* op) const {
+  return std::string("tpu_dist: ") + op + " failed on rank " + std::to_string(rank_) + " (collective #" +
+         std::to_string(consensus_->sequence()) + ")";
+}
+
 void TpuBackend::run(const char* op, const Work& work) {
   if (on_device_) ++stats().host_staged;
   try {
@@ -283,7 +229,18 @@ TpuBackend::Work TpuBackend::reduce_all(const char* op, c10d::OpType type, Tenso
     for (auto& t : tensors) local_->all_reduce(rank_, t, reduction, timeout_);
     return done(rank_, type, tensors);
   }
-  agree(op, tensors, reduction_name(reduction));
+  const bool queued = queueable(reduction) && StagingQueue::applies(tensors);
+  agree(op, tensors, reduction_name(reduction), queued);
+  if (queued) {
+    stats().host_staged += 1;
+    for (const at::Tensor& t : tensors) stats().host_staged_bytes += 2 * static_cast<int64_t>(t.nbytes());
+    queue_->submit(failure_text(op), tensors, tensors, [this, launch, reduction](Tensors& in, Tensors& out) {
+      launch(in, host_reduction(reduction, in))->wait();
+      finish_reduction(reduction, in, size_);
+      out = in;
+    });
+    return done(rank_, type, tensors);
+  }
   Tensors h = staged(tensors);
   run(op, launch(h, host_reduction(reduction, h)));
   finish_reduction(reduction, h, size_);
@@ -293,7 +250,7 @@ TpuBackend::Work TpuBackend::reduce_all(const char* op, c10d::OpType type, Tenso
 
 TpuBackend::Work TpuBackend::allreduce(Tensors& tensors, const c10d::AllreduceOptions& opts) {
   return reduce_all("all_reduce", c10d::OpType::ALLREDUCE, tensors, opts.reduceOp,
-                    [&](Tensors& h, const ReduceOp& r) {
+                    [this, opts](Tensors& h, const ReduceOp& r) {
                       c10d::AllreduceOptions o = opts;
                       o.reduceOp = r;
                       return host_->allreduce(h, o);
@@ -302,7 +259,7 @@ TpuBackend::Work TpuBackend::allreduce(Tensors& tensors, const c10d::AllreduceOp
 
 TpuBackend::Work TpuBackend::allreduce_coalesced(Tensors& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   return reduce_all("all_reduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED, tensors, opts.reduceOp,
-                    [&](Tensors& h, const ReduceOp& r) {
+                    [this, opts](Tensors& h, const ReduceOp& r) {
                       c10d::AllreduceCoalescedOptions o = opts;
                       o.reduceOp = r;
                       return host_->allreduce_coalesced(h, o);
@@ -359,7 +316,16 @@ TpuBackend::Work TpuBackend::_allgather_base(at::Tensor& output, at::Tensor& inp
     local_->all_gather_into(rank_, output, input, timeout_);
     return done(rank_, c10d::OpType::_ALLGATHER_BASE, {output});
   }
-  agree("all_gather_into_tensor", {input, output});
+  const bool queued = StagingQueue::applies({input, output});
+  agree("all_gather_into_tensor", {input, output}, "", queued);
+  if (queued) {
+    stats().host_staged += 1;
+    stats().host_staged_bytes += static_cast<int64_t>(input.nbytes() + output.nbytes());
+    queue_->submit(failure_text("all_gather_into_tensor"), {input}, {output}, [this, opts](Tensors& in, Tensors& out) {
+      host_->_allgather_base(out[0], in[0], opts)->wait();
+    });
+    return done(rank_, c10d::OpType::_ALLGATHER_BASE, {output});
+  }
   at::Tensor hi = to_host(input), ho = blank(output);
   run("all_gather_into_tensor", host_->_allgather_base(ho, hi, opts));
   back(output, ho);
@@ -456,7 +422,19 @@ TpuBackend::Work TpuBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor
     local_->reduce_scatter_into(rank_, output, input, opts.reduceOp, timeout_);
     return done(rank_, c10d::OpType::_REDUCE_SCATTER_BASE, {output});
   }
-  agree("reduce_scatter_tensor", {input, output}, reduction_name(opts.reduceOp));
+  const bool queued = queueable(opts.reduceOp) && StagingQueue::applies({input, output});
+  agree("reduce_scatter_tensor", {input, output}, reduction_name(opts.reduceOp), queued);
+  if (queued) {
+    stats().host_staged += 1;
+    stats().host_staged_bytes += static_cast<int64_t>(input.nbytes() + output.nbytes());
+    queue_->submit(failure_text("reduce_scatter_tensor"), {input}, {output}, [this, opts](Tensors& in, Tensors& out) {
+      c10d::ReduceScatterOptions o = opts;
+      o.reduceOp = host_reduction(opts.reduceOp, in);
+      host_->_reduce_scatter_base(out[0], in[0], o)->wait();
+      finish_reduction(opts.reduceOp, out, size_);
+    });
+    return done(rank_, c10d::OpType::_REDUCE_SCATTER_BASE, {output});
+  }
   Tensors hi = {to_host(input)}, ho = {blank(output)};
   c10d::ReduceScatterOptions o = opts;
   o.reduceOp = host_reduction(opts.reduceOp, hi);
@@ -535,6 +513,7 @@ TpuBackend::Work TpuBackend::alltoall(Tensors& outputs, Tensors& inputs, const c
 
 TpuBackend::Work TpuBackend::send(Tensors& tensors, int dst, int tag) {
   if (local_) local_only("send");
+  queue_->drain();
   ++stats().point_to_point;
   on_device_ = !tensors.empty() && !tensors[0].is_cpu();
   Tensors h = to_host(tensors);  // kept alive by the work until it is waited for
@@ -544,6 +523,7 @@ TpuBackend::Work TpuBackend::send(Tensors& tensors, int dst, int tag) {
 
 TpuBackend::Work TpuBackend::recv(Tensors& tensors, int src, int tag) {
   if (local_) local_only("recv");
+  queue_->drain();
   ++stats().point_to_point;
   on_device_ = !tensors.empty() && !tensors[0].is_cpu();
   Tensors h = blank(tensors);

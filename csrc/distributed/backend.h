@@ -11,6 +11,7 @@
 
 #include "distributed/consensus.h"
 #include "distributed/local_group.h"
+#include "distributed/staging.h"
 
 namespace torchtpu::distributed {
 
@@ -33,8 +34,12 @@ Stats& stats();
 // host, run, copy the results back into the tpu tensors. Reductions Gloo lacks
 // (average, pre-multiplied sum) are composed on the host copies. CPU tensors
 // of a "tpu_dist" group run on the same Gloo backend after the same agreement.
-// Collectives complete before their Work is returned (its future holds the
-// outputs); send and recv complete when their Work is waited for.
+// all_reduce, all_gather_into_tensor and reduce_scatter_tensor of device
+// tensors (outside Debug Eager) return once agreed and queued, as on a CUDA
+// stream: the copies and Gloo run on the group's StagingQueue, and programs
+// reading the results wait for them. The others complete before their Work
+// is returned (its future holds the outputs); send and recv complete when
+// their Work is waited for.
 class TpuBackend final : public c10d::Backend {
  public:
   TpuBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
@@ -80,7 +85,11 @@ class TpuBackend final : public c10d::Backend {
 
  private:
   // Agrees on `op` over `tensors` with the other ranks (see Consensus).
-  void agree(const std::string& op, const Tensors& tensors, const std::string& extra = "");
+  // Unless the collective is `queued` on the StagingQueue, the queue's jobs
+  // run first: this one talks to the host backend directly.
+  void agree(const std::string& op, const Tensors& tensors, const std::string& extra = "", bool queued = false);
+  // What a queued collective's errors say: op, rank and sequence number.
+  std::string failure_text(const char* op) const;
   // Runs `work` on the host backend and waits for it; names the op on error.
   void run(const char* op, const Work& work);
   // An all-reduce of `tensors` in place: thread ranks run it as a program;
@@ -107,6 +116,9 @@ class TpuBackend final : public c10d::Backend {
   bool on_device_ = false;  // the current op's tensors are on tpu (else CPU: Gloo's own)
   std::map<std::pair<int, int64_t>, at::Tensor> staging_;  // by dtype and elements
   int64_t staging_bytes_ = 0;
+  // Across processes; last, so that its queued jobs finish (destruction)
+  // while the host backend lives.
+  std::unique_ptr<StagingQueue> queue_;
 };
 
 }  // namespace torchtpu::distributed
