@@ -144,6 +144,20 @@ def test_a_killed_rank_fails_the_others_within_60s(world, tmp_path):
     assert took < 90
 
 
+def test_a_lost_rank_fails_a_queued_collective_where_it_is_read_and_after(tmp_path):
+    outs, took = ranks("lost", 2, tmp_path, 120, PG_TIMEOUT=30, TORCHTPU_EAGER_MODE="fused")
+    rc, out = outs[0]
+    assert rc == 3, out[-3000:]
+    # The read of a result queued after the collective raises its error, with
+    # the user's line of the collective; the group's next collective too.
+    assert re.search(r"READ RAISED rank 0: c10d::allreduce_: tpu_dist: all_reduce failed on rank 0 "
+                     r"\(collective #\d\)", out), out[-3000:]
+    assert "(issued at " in out and "dist.all_reduce(" in out, out[-3000:]
+    assert "RAISED rank 0" in out and "an earlier collective of this process group failed" in out, out[-3000:]
+    assert outs[1][0] == 0
+    assert took < 60
+
+
 def _launched(index, path):
     import torch.distributed as dist
     dist.init_process_group("tpu_dist")

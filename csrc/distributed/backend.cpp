@@ -234,11 +234,12 @@ TpuBackend::Work TpuBackend::reduce_all(const char* op, c10d::OpType type, Tenso
   if (queued) {
     stats().host_staged += 1;
     for (const at::Tensor& t : tensors) stats().host_staged_bytes += 2 * static_cast<int64_t>(t.nbytes());
-    queue_->submit(failure_text(op), tensors, tensors, [this, launch, reduction](Tensors& in, Tensors& out) {
-      launch(in, host_reduction(reduction, in))->wait();
-      finish_reduction(reduction, in, size_);
-      out = in;
-    });
+    queue_->submit("c10d::allreduce_", failure_text(op), tensors, tensors,
+                   [this, launch, reduction](Tensors& in, Tensors& out) {
+                     launch(in, host_reduction(reduction, in))->wait();
+                     finish_reduction(reduction, in, size_);
+                     out = in;
+                   });
     return done(rank_, type, tensors);
   }
   Tensors h = staged(tensors);
@@ -321,9 +322,8 @@ TpuBackend::Work TpuBackend::_allgather_base(at::Tensor& output, at::Tensor& inp
   if (queued) {
     stats().host_staged += 1;
     stats().host_staged_bytes += static_cast<int64_t>(input.nbytes() + output.nbytes());
-    queue_->submit(failure_text("all_gather_into_tensor"), {input}, {output}, [this, opts](Tensors& in, Tensors& out) {
-      host_->_allgather_base(out[0], in[0], opts)->wait();
-    });
+    queue_->submit("c10d::_allgather_base_", failure_text("all_gather_into_tensor"), {input}, {output},
+                   [this, opts](Tensors& in, Tensors& out) { host_->_allgather_base(out[0], in[0], opts)->wait(); });
     return done(rank_, c10d::OpType::_ALLGATHER_BASE, {output});
   }
   at::Tensor hi = to_host(input), ho = blank(output);
@@ -427,12 +427,13 @@ TpuBackend::Work TpuBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor
   if (queued) {
     stats().host_staged += 1;
     stats().host_staged_bytes += static_cast<int64_t>(input.nbytes() + output.nbytes());
-    queue_->submit(failure_text("reduce_scatter_tensor"), {input}, {output}, [this, opts](Tensors& in, Tensors& out) {
-      c10d::ReduceScatterOptions o = opts;
-      o.reduceOp = host_reduction(opts.reduceOp, in);
-      host_->_reduce_scatter_base(out[0], in[0], o)->wait();
-      finish_reduction(opts.reduceOp, out, size_);
-    });
+    queue_->submit("c10d::_reduce_scatter_base_", failure_text("reduce_scatter_tensor"), {input}, {output},
+                   [this, opts](Tensors& in, Tensors& out) {
+                     c10d::ReduceScatterOptions o = opts;
+                     o.reduceOp = host_reduction(opts.reduceOp, in);
+                     host_->_reduce_scatter_base(out[0], in[0], o)->wait();
+                     finish_reduction(opts.reduceOp, out, size_);
+                   });
     return done(rank_, c10d::OpType::_REDUCE_SCATTER_BASE, {output});
   }
   Tensors hi = {to_host(input)}, ho = {blank(output)};

@@ -118,7 +118,7 @@ void StagingQueue::drain() {
   check();
 }
 
-void StagingQueue::submit(const std::string& what, const std::vector<at::Tensor>& inputs,
+void StagingQueue::submit(const char* op, const std::string& what, const std::vector<at::Tensor>& inputs,
                           const std::vector<at::Tensor>& outputs, HostRun run) {
   check();
   struct Flat {
@@ -136,7 +136,7 @@ void StagingQueue::submit(const std::string& what, const std::vector<at::Tensor>
     take_value(t, slot);
   }
   const int dev = outputs.front().device().index();
-  const eager::OpSite site{"c10d collective", eager::capture_site()};
+  const eager::OpSite site{op, eager::capture_site()};
   {
     std::unique_lock<std::mutex> lock(mu_);
     room_.wait(lock, [&] { return queued_ < kMaxQueued; });

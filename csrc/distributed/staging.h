@@ -41,9 +41,10 @@ class StagingQueue {
   // flat host outputs of `out_numels` elements each (of `outputs[i]`'s
   // dtype), whose results then become the values of `outputs` (written in
   // place: a whole contiguous storage takes the new value, any other view
-  // is copied into). `what` names the collective in errors.
-  void submit(const std::string& what, const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs,
-              HostRun run);
+  // is copied into). `op` (the c10d op) and `what` name the collective in
+  // errors.
+  void submit(const char* op, const std::string& what, const std::vector<at::Tensor>& inputs,
+              const std::vector<at::Tensor>& outputs, HostRun run);
   // Returns once every queued job has run; raises the first failure.
   void drain();
   // Raises if a job failed (naming it).

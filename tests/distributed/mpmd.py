@@ -7,6 +7,9 @@ MASTER_PORT set; rank 0 hosts the store). Prints "OK ..." or "RAISED: ...".
   mismatch  rank 0 all_reduces float32[4, 4] where rank 1 all_gathers int64[3].
   extra     rank 0 issues one collective more; the others stay alive.
   killed    the last rank kills itself before a collective.
+  lost      the last rank ends its process right after issuing queued
+            all_reduces: the others' Gloo copies of them fail, which raises
+            where a result is read and at the group's next collective.
 """
 import datetime
 import os
@@ -61,6 +64,19 @@ try:
         if rank == world - 1:
             time.sleep(1)  # the others finish the first collective and wait in the next
             os.kill(os.getpid(), signal.SIGKILL)
+        dist.all_reduce(x)
+        print(f"NO ERROR rank {rank}", flush=True)
+    elif case == "lost":
+        y = torch.tanh(x @ x) + 1
+        dist.all_reduce(y)
+        if rank == world - 1:
+            os._exit(0)
+        z = y * 2  # queued after the collective: not a sync point
+        try:
+            z.cpu()
+            print(f"NO ERROR rank {rank} at the read", flush=True)
+        except RuntimeError as e:
+            print(f"READ RAISED rank {rank}: {e}", flush=True)
         dist.all_reduce(x)
         print(f"NO ERROR rank {rank}", flush=True)
 except RuntimeError as e:
