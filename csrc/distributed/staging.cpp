@@ -2,6 +2,8 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+
 #include "aten/tensor_ir.h"
 #include "eager/capture.h"
 #include "eager/executor.h"
@@ -44,6 +46,7 @@ SlotPtr flat_value(const at::Tensor& t) {
     std::lock_guard<std::recursive_mutex> lock(rt.device_lock(dev));
     eager::StorageValue* s = aten::storage_value(src);
     rt.fused(dev).flush_for(s);
+    eager::Capture::abandon_holding(s, "a host-staged collective");  // another thread's capture computing it
     slot = s->slot();
   }
   if (slot) slot->start_deferred();
@@ -79,12 +82,9 @@ std::shared_ptr<const eager::DeviceError> read_input(const SlotPtr& slot, const 
     host.zero_();
     return nullptr;
   }
-  pjrt::BufferPtr buf;
-  try {
-    buf = slot->get();
-  } catch (const eager::DeviceError&) {
-    return slot->error();
-  }
+  slot->wait();  // not get(): its error would be described, which takes the GIL
+  if (std::shared_ptr<const eager::DeviceError> e = slot->error()) return e;
+  const pjrt::BufferPtr& buf = slot->buffer();
   if (const eager::RunPtr& run = slot->run())
     if (std::shared_ptr<const eager::DeviceError> e = Runtime::get().executor().outcome(*run)) return e;
   if (!buf) {
@@ -96,7 +96,33 @@ std::shared_ptr<const eager::DeviceError> read_input(const SlotPtr& slot, const 
   return nullptr;
 }
 
+// The live queues, for wait_all().
+std::mutex live_mu;
+std::vector<StagingQueue*>& live() {
+  static auto* queues = new std::vector<StagingQueue*>();  // never destroyed: queues may outlive statics
+  return *queues;
+}
+
 }  // namespace
+
+StagingQueue::StagingQueue() {
+  std::lock_guard<std::mutex> lock(live_mu);
+  live().push_back(this);
+}
+
+StagingQueue::~StagingQueue() {
+  std::lock_guard<std::mutex> lock(live_mu);
+  live().erase(std::find(live().begin(), live().end(), this));
+}
+
+void StagingQueue::wait_all() {
+  std::vector<std::shared_ptr<eager::CopyMark>> marks;
+  {
+    std::lock_guard<std::mutex> lock(live_mu);
+    for (StagingQueue* q : live()) marks.push_back(q->queue_.mark());
+  }
+  for (auto& m : marks) m->wait();
+}
 
 bool StagingQueue::applies(const std::vector<at::Tensor>& tensors) {
   if (tensors.empty() || Runtime::get().mode() == eager::EagerMode::kDebug) return false;
@@ -118,6 +144,11 @@ void StagingQueue::drain() {
   check();
 }
 
+void StagingQueue::fail(const std::string& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (failed_.empty()) failed_ = why;
+}
+
 void StagingQueue::submit(const char* op, const std::string& what, const std::vector<at::Tensor>& inputs,
                           const std::vector<at::Tensor>& outputs, HostRun run) {
   check();
@@ -125,24 +156,19 @@ void StagingQueue::submit(const char* op, const std::string& what, const std::ve
     SlotPtr slot;
     int64_t numel;
     at::ScalarType dtype;
+    int device;
   };
   std::vector<Flat> ins, outs;
-  for (const at::Tensor& t : inputs) ins.push_back({flat_value(t), t.numel(), t.scalar_type()});
-  // Inputs are taken before outputs: an in-place collective reads the value
-  // its output then replaces.
-  for (const at::Tensor& t : outputs) {
-    auto slot = std::make_shared<eager::Slot>();
-    outs.push_back({slot, t.numel(), t.scalar_type()});
-    take_value(t, slot);
-  }
-  const int dev = outputs.front().device().index();
   const eager::OpSite site{op, eager::capture_site()};
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    room_.wait(lock, [&] { return queued_ < kMaxQueued; });
-    ++queued_;
+  try {
+    for (const at::Tensor& t : inputs) ins.push_back({flat_value(t), t.numel(), t.scalar_type(), -1});
+    for (const at::Tensor& t : outputs)
+      outs.push_back({std::make_shared<eager::Slot>(), t.numel(), t.scalar_type(), t.device().index()});
+  } catch (const std::exception& e) {
+    fail(what + ": " + e.what());  // agreed on, never run: the group cannot go on
+    throw;
   }
-  queue_.submit([this, what, ins = std::move(ins), outs = std::move(outs), dev, site, run = std::move(run)] {
+  auto job = [this, what, ins, outs, site, run = std::move(run)] {
     struct Done {
       StagingQueue* q;
       ~Done() {
@@ -155,10 +181,20 @@ void StagingQueue::submit(const char* op, const std::string& what, const std::ve
     } done{this};
     std::shared_ptr<const eager::DeviceError> err;
     try {
+      {
+        // After a failure this rank's host backend is out of step with its
+        // peers': nothing more reaches it.
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!failed_.empty())
+          err = std::make_shared<eager::DeviceError>(what + ": not run, an earlier collective of this process "
+                                                     "group failed: " + failed_, 0, std::vector<eager::OpSite>{site});
+      }
       std::vector<at::Tensor> hin, hout;
       for (const Flat& f : ins) {
+        if (err) break;
         hin.push_back(at::empty({f.numel}, at::TensorOptions(f.dtype)));
-        if ((err = read_input(f.slot, hin.back()))) break;
+        if ((err = read_input(f.slot, hin.back())))  // this rank leaves the collective out
+          fail(what + ": its input was not computed: " + err->what());
       }
       if (!err) {
         for (const Flat& f : outs) hout.push_back(at::empty({f.numel}, at::TensorOptions(f.dtype)));
@@ -167,23 +203,36 @@ void StagingQueue::submit(const char* op, const std::string& what, const std::ve
         for (size_t i = 0; i < outs.size(); ++i) {
           const ir::DType dt = aten::to_ir(outs[i].dtype);
           eager::metrics().h2d_bytes += nbytes_of(hout[i]);
-          outs[i].slot->fill(rt.client().buffer_from_host(hout[i].data_ptr(), eager::to_pjrt(dt), {outs[i].numel}, dev),
-                             nullptr);
+          outs[i].slot->fill(
+              rt.client().buffer_from_host(hout[i].data_ptr(), eager::to_pjrt(dt), {outs[i].numel}, outs[i].device),
+              nullptr);
         }
         return;
       }
-      // An input's work failed: this rank leaves the collective out, so the
-      // group cannot go on (its peers' copy of it fails by timeout).
-      std::lock_guard<std::mutex> lock(mu_);
-      if (failed_.empty()) failed_ = what + ": its input was not computed: " + err->what();
     } catch (const std::exception& e) {
       err = std::make_shared<eager::DeviceError>(what + ": " + e.what(), 0, std::vector<eager::OpSite>{site});
-      std::lock_guard<std::mutex> lock(mu_);
-      if (failed_.empty()) failed_ = err->what();
+      fail(err->what());
     }
     for (const Flat& f : outs)
       if (!f.slot->done()) f.slot->fail(err);
-  });
+  };
+  // Inputs were taken first: an in-place collective reads the value its
+  // output now replaces. An output left half-replaced fails its slots.
+  size_t taken = 0;
+  try {
+    for (; taken < outputs.size(); ++taken) take_value(outputs[taken], outs[taken].slot);
+  } catch (const std::exception& e) {
+    auto err = std::make_shared<eager::DeviceError>(what + ": " + e.what(), 0, std::vector<eager::OpSite>{site});
+    for (const Flat& f : outs) f.slot->fail(err);
+    fail(err->what());
+    throw;
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    room_.wait(lock, [&] { return queued_ < kMaxQueued; });
+    ++queued_;
+  }
+  queue_.submit(std::move(job));
 }
 
 }  // namespace torchtpu::distributed

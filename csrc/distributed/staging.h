@@ -24,14 +24,25 @@ namespace torchtpu::distributed {
 // the results into fresh slots that programs reading the outputs wait for.
 // Jobs run in issue order, so every rank hands the host backend the same
 // sequence; collectives that talk to the host backend directly call drain()
-// first. A job that fails fails its output slots (a read of them raises) and
-// makes every later collective of the group raise (check()). At most
-// kMaxQueued jobs wait at a time: submit() blocks while that many do, which
-// bounds the memory their inputs hold, as a launch queue does.
+// first. A job that fails fails its output slots (a read of them raises);
+// after it the group's queued jobs skip the host backend and fail theirs (its
+// sequence is out of step with the peers'), and every later collective of
+// the group raises (check()). At most kMaxQueued jobs wait at a time:
+// submit() blocks while that many do, which bounds the memory their inputs
+// hold, as a launch queue does.
 class StagingQueue {
  public:
   using HostRun = std::function<void(std::vector<at::Tensor>& in, std::vector<at::Tensor>& out)>;
   static constexpr int kMaxQueued = 16;
+
+  StagingQueue();
+  ~StagingQueue();
+  StagingQueue(const StagingQueue&) = delete;
+  StagingQueue& operator=(const StagingQueue&) = delete;
+  // Waits until every process group's queued jobs have run (what the
+  // device's synchronize() waits for besides its programs; their errors
+  // are raised where their results are read).
+  static void wait_all();
 
   // Whether a collective over `tensors` may run here: device tensors outside
   // Debug Eager and outside a torch.compile capture.
@@ -51,6 +62,7 @@ class StagingQueue {
   void check() const;
 
  private:
+  void fail(const std::string& why);  // the first failure stays
   mutable std::mutex mu_;
   std::condition_variable room_;
   int queued_ = 0;  // submitted jobs not finished

@@ -10,6 +10,7 @@
 #include "aten/op_memo.h"
 #include "aten/registry.h"
 #include "aten/tensor_ir.h"
+#include "distributed/staging.h"
 #include "eager/metrics.h"
 #include "eager/fused_graph.h"
 #include "eager/buckets.h"
@@ -257,6 +258,7 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_synchronize", [] {
     py::gil_scoped_release nogil;
+    torchtpu::distributed::StagingQueue::wait_all();  // host-staged collectives still queued
     Runtime::get().synchronize();
     try {
       torchtpu::aten::raise_failed_checks();
