@@ -49,8 +49,8 @@ class StagingQueue {
   static bool applies(const std::vector<at::Tensor>& tensors);
 
   // Queues `run` over flat host copies of `inputs` (device tensors), with
-  // flat host outputs of `out_numels` elements each (of `outputs[i]`'s
-  // dtype), whose results then become the values of `outputs` (written in
+  // flat host outputs of each of `outputs`' size and dtype, whose results
+  // then become the values of `outputs` (written in
   // place: a whole contiguous storage takes the new value, any other view
   // is copied into). `op` (the c10d op) and `what` name the collective in
   // errors.
